@@ -1,0 +1,1 @@
+"""The functional API, one module per concern; ``pgq_django`` re-exports it."""

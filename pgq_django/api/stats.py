@@ -1,0 +1,58 @@
+"""Queue metrics in PGMQ's shape, plus in-flight and dead-letter counts."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from ..conf import settings
+from ..exceptions import QueueNotFound
+from ..models import Message
+from . import validation as v
+
+
+@dataclass(frozen=True)
+class QueueMetrics:
+    queue_name: str
+    queue_length: int
+    newest_msg_age_sec: float | None
+    oldest_msg_age_sec: float | None
+    total_messages: int
+    in_flight: int
+    dead_letters: int
+    scrape_time: datetime
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _rows(queue: str | None) -> list[QueueMetrics]:
+    rows = Message.objects.db_manager(settings.DATABASE).metrics_rows(queue)
+    return [
+        QueueMetrics(
+            queue_name=r[0],
+            queue_length=int(r[1]),
+            newest_msg_age_sec=r[2],
+            oldest_msg_age_sec=r[3],
+            total_messages=int(r[4]),
+            in_flight=int(r[5]),
+            dead_letters=int(r[6]),
+            scrape_time=r[7],
+        )
+        for r in rows
+    ]
+
+
+def metrics(queue: Any) -> QueueMetrics:
+    """Depth, ages, totals and in-flight count of one queue (PGMQ ``metrics``)."""
+    name = v.name(queue)
+    found = _rows(name)
+    if not found:
+        raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name)
+    return found[0]
+
+
+def metrics_all() -> list[QueueMetrics]:
+    """:func:`metrics` for every queue, in name order, in one query."""
+    return _rows(None)

@@ -1,0 +1,52 @@
+"""System checks: tell the user what is misconfigured before anything runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core import checks
+from django.db import connections
+
+from .conf import DEFAULTS, settings
+
+
+@checks.register(checks.Tags.database, deploy=False)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    errors: list[checks.CheckMessage] = []
+    user = getattr(django_settings, "PGQ", None) or {}
+    if not isinstance(user, dict):
+        return [checks.Error("settings.PGQ must be a dict.", id="pgq_django.E001")]
+    for key in user:
+        if key not in DEFAULTS:
+            errors.append(
+                checks.Error(
+                    f"settings.PGQ has an unknown key {key!r}.",
+                    hint=f"Known keys: {', '.join(sorted(DEFAULTS))}.",
+                    id="pgq_django.E002",
+                )
+            )
+    alias = settings.DATABASE
+    if alias not in django_settings.DATABASES:
+        errors.append(
+            checks.Error(
+                f"settings.PGQ['DATABASE'] names {alias!r}, which is not in DATABASES.",
+                id="pgq_django.E003",
+            )
+        )
+    elif connections[alias].vendor != "postgresql":
+        errors.append(
+            checks.Error(
+                f"pgq_django needs PostgreSQL; database {alias!r} is "
+                f"{connections[alias].vendor}.",
+                id="pgq_django.E004",
+            )
+        )
+    for key in ("DEFAULT_VISIBILITY_TIMEOUT", "DEFAULT_RETENTION", "PARTITION_SIZE"):
+        value = settings.as_dict().get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            errors.append(
+                checks.Error(f"settings.PGQ[{key!r}] must be a positive number.",
+                             id="pgq_django.E005")
+            )
+    return errors

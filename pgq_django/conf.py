@@ -1,0 +1,77 @@
+"""One settings object for pgq_django.
+
+``settings.PGQ`` is a dict merged over :data:`DEFAULTS`; read values as attributes of
+:data:`settings` (``from pgq_django.conf import settings; settings.DATABASE``). The object
+forgets its cache when Django's ``setting_changed`` fires, so ``override_settings(PGQ=...)``
+works in tests (the pattern Django REST framework uses for ``api_settings``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.signals import setting_changed
+
+DEFAULTS: dict[str, Any] = {
+    # Database alias whose PostgreSQL holds the queues; sends join its transactions.
+    "DATABASE": "default",
+    # Queue defaults used by create_queue() when an argument is not given.
+    "DEFAULT_VISIBILITY_TIMEOUT": 30,
+    "DEFAULT_RETENTION": 14 * 24 * 3600,
+    "DEFAULT_MAX_MESSAGE_SIZE": 1024 * 1024,
+    "DEFAULT_MAX_RETRIES": 10,
+    "DEFAULT_RETRY_DELAY": 30,
+    # Channel used for LISTEN/NOTIFY wake-ups; the payload is the queue name.
+    "NOTIFY_CHANNEL": "pgq",
+    # Width of one msg_id range partition of the message and archive tables.
+    "PARTITION_SIZE": 10_000_000,
+    # How many partitions ahead of the sequence maintenance keeps ready.
+    "PARTITION_PREMAKE": 2,
+    # Worker defaults (pgq_worker command).
+    "WORKER_CONCURRENCY": 1,
+    "WORKER_POLL_INTERVAL": 1.0,
+    "WORKER_GRACE_PERIOD": 30.0,
+    "WORKER_MAINTENANCE_INTERVAL": 60.0,
+    # Translators that can be switched off as a whole.
+    "REST_ENABLED": True,
+    "SQS_ENABLED": True,
+}
+
+
+class PgqSettings:
+    """Attribute access to the merged settings, cached until ``setting_changed``."""
+
+    def __init__(self, defaults: dict[str, Any] | None = None) -> None:
+        self.defaults = defaults or DEFAULTS
+        self._cached: dict[str, Any] | None = None
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        return dict(getattr(django_settings, "PGQ", None) or {})
+
+    def as_dict(self) -> dict[str, Any]:
+        if self._cached is None:
+            merged = dict(self.defaults)
+            merged.update(self.user_settings)
+            self._cached = merged
+        return self._cached
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in self.defaults:
+            raise AttributeError(f"Invalid pgq_django setting: {name!r}")
+        return self.as_dict()[name]
+
+    def reload(self) -> None:
+        self._cached = None
+
+
+settings = PgqSettings()
+
+
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting == "PGQ":
+        settings.reload()
+
+
+setting_changed.connect(_reload)

@@ -1,0 +1,114 @@
+"""Errors raised by pgq_django.
+
+Every error is data: it carries a stable ``code``, the HTTP status the REST API answers with
+and the error code the SQS endpoint answers with, so each translator maps them in one place
+instead of with if-chains.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PgqError(Exception):
+    """Base class of every error pgq_django raises on purpose."""
+
+    code = "pgq_error"
+    status_code = 400
+    sqs_code = "InvalidParameterValue"
+    default_message = "The request could not be processed."
+
+    def __init__(self, message: str | None = None, **details: Any) -> None:
+        self.message = message or self.default_message
+        self.details = details
+        super().__init__(self.message)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class InvalidName(PgqError):
+    code = "invalid_name"
+    default_message = "The name is not valid."
+
+
+class InvalidArgument(PgqError):
+    """A parameter other than the message itself is out of range or of the wrong type."""
+
+    code = "invalid_argument"
+    default_message = "An argument is not valid."
+
+
+class InvalidMessage(PgqError):
+    code = "invalid_message"
+    default_message = "The message body is not valid."
+
+
+class MessageTooLarge(InvalidMessage):
+    code = "message_too_large"
+    status_code = 413
+    default_message = "The message body is larger than the queue allows."
+
+
+class QueueNotFound(PgqError):
+    code = "queue_not_found"
+    status_code = 404
+    sqs_code = "AWS.SimpleQueueService.NonExistentQueue"
+    default_message = "The queue does not exist."
+
+
+class QueueAlreadyExists(PgqError):
+    code = "queue_already_exists"
+    status_code = 409
+    sqs_code = "QueueAlreadyExists"
+    default_message = "A queue with this name already exists."
+
+
+class ExchangeNotFound(PgqError):
+    code = "exchange_not_found"
+    status_code = 404
+    sqs_code = "InvalidParameterValue"
+    default_message = "The exchange does not exist."
+
+
+class ExchangeAlreadyExists(PgqError):
+    code = "exchange_already_exists"
+    status_code = 409
+    default_message = "An exchange with this name already exists."
+
+
+class PermissionDenied(PgqError):
+    code = "permission_denied"
+    status_code = 403
+    sqs_code = "AccessDenied"
+    default_message = "You do not have permission to do this."
+
+
+class QueuePaused(PgqError):
+    code = "queue_paused"
+    status_code = 409
+    sqs_code = "AWS.SimpleQueueService.QueueDeletedRecently"
+    default_message = "The queue is paused; resume it to read messages."
+
+
+class QueueFull(PgqError):
+    code = "queue_full"
+    status_code = 409
+    sqs_code = "OverLimit"
+    default_message = "The queue holds its maximum number of messages."
+
+
+__all__ = [
+    "ExchangeAlreadyExists",
+    "ExchangeNotFound",
+    "InvalidArgument",
+    "InvalidMessage",
+    "InvalidName",
+    "MessageTooLarge",
+    "PermissionDenied",
+    "PgqError",
+    "QueueAlreadyExists",
+    "QueueFull",
+    "QueueNotFound",
+    "QueuePaused",
+]

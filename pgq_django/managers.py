@@ -1,0 +1,451 @@
+"""The message managers: every statement that leases, acknowledges or moves messages.
+
+Each public method is one SQL round trip. The statements are named module constants beside
+the method that runs them, so the whole database contract of the live queue can be read in
+one place (procrastinate keeps its queries the same way). They are hand-written rather than
+composed with the ORM because each one combines a queue lookup, a ``FOR UPDATE SKIP LOCKED``
+selection and an ``UPDATE/DELETE … RETURNING`` in a single statement, which the ORM cannot
+express, and because they are the hot path: see docs/design.md.
+
+Every statement looks the queue up by name in a ``q`` CTE and reports the queue id it found,
+so "unknown queue" costs no extra round trip on the success path. Callers (the functional API)
+validate arguments before they get here; values always travel as query parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections, models
+
+if TYPE_CHECKING:
+    from .models import Message
+
+# Columns shared by the live and the archive tables, in table order.
+MESSAGE_COLUMNS = (
+    "msg_id",
+    "queue_id",
+    "message",
+    "headers",
+    "attributes",
+    "label",
+    "priority",
+    "read_ct",
+    "enqueued_at",
+    "vt",
+    "expires_at",
+    "group_id",
+    "dedup_id",
+    "max_retries",
+    "retry_delay",
+    "cancel_requested",
+)
+_COLS = ", ".join(MESSAGE_COLUMNS)
+_M_COLS = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
+_JSON_COLUMNS = frozenset({"message", "headers", "attributes"})
+
+# A reference to one message: (msg_id, read_ct or None). read_ct fences stale receipts.
+MessageRef = tuple[int, int | None]
+
+# -- send -- Insert messages into a queue, in input order, and wake listeners.
+SEND = f"""
+WITH q AS (
+    SELECT id, name, delivery_delay, retention FROM pgq_queue
+    WHERE name = %(queue)s AND max_message_size >= %(size)s
+), ins AS (
+    INSERT INTO pgq_message (queue_id, message, headers, attributes, label, priority, read_ct,
+                             enqueued_at, vt, expires_at, group_id, dedup_id, max_retries,
+                             retry_delay, cancel_requested)
+    SELECT q.id, b.body, %(headers)s::jsonb, %(attributes)s::jsonb, %(label)s, %(priority)s, 0,
+           clock_timestamp(),
+           clock_timestamp() + make_interval(secs => coalesce(%(delay)s, q.delivery_delay)),
+           clock_timestamp() + make_interval(secs => least(q.retention,
+                                                           coalesce(%(expires_in)s, q.retention))),
+           %(group)s, %(dedup_id)s, %(max_retries)s, %(retry_delay)s, false
+    FROM q, unnest(%(bodies)s::jsonb[]) WITH ORDINALITY AS b(body, ord)
+    ORDER BY b.ord
+    RETURNING msg_id
+), counted AS (
+    INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
+    SELECT q.id, 'sent', (SELECT count(*) FROM ins), clock_timestamp() FROM q
+)
+SELECT (SELECT id FROM q),
+       ARRAY(SELECT msg_id FROM ins ORDER BY msg_id),
+       (SELECT pg_notify(%(channel)s, q.name) FROM q
+        WHERE coalesce(%(delay)s, q.delivery_delay) <= 0)
+"""
+
+# The candidate rows of a read: visible, unexpired, heads of their FIFO group, best first.
+_CANDIDATES = """
+    SELECT m.msg_id FROM pgq_message m
+    WHERE m.queue_id = (SELECT id FROM q)
+      AND m.vt <= clock_timestamp()
+      AND (m.expires_at IS NULL OR m.expires_at > clock_timestamp())
+      AND (NOT (SELECT fifo FROM q) OR m.group_id IS NULL OR NOT EXISTS (
+            SELECT 1 FROM pgq_message e
+            WHERE e.queue_id = m.queue_id AND e.group_id = m.group_id AND e.msg_id < m.msg_id))
+      {filters}
+    ORDER BY m.priority, m.msg_id
+    LIMIT %(qty)s
+    FOR UPDATE OF m SKIP LOCKED
+"""
+
+# -- read -- Lease up to qty visible messages: vt = now + vt, read_ct + 1.
+READ = f"""
+WITH q AS (
+    SELECT id, fifo, visibility_timeout FROM pgq_queue WHERE name = %(queue)s AND NOT paused
+), c AS ({_CANDIDATES})
+UPDATE pgq_message m
+SET vt = clock_timestamp() + make_interval(secs => coalesce(%(vt)s, q.visibility_timeout)),
+    read_ct = m.read_ct + 1
+FROM c, q
+WHERE m.msg_id = c.msg_id
+RETURNING {_M_COLS}
+"""
+
+# -- pop -- Take up to qty visible messages out of the queue at once (archive if asked to).
+POP = f"""
+WITH q AS (
+    SELECT id, fifo, archive_on_ack FROM pgq_queue WHERE name = %(queue)s AND NOT paused
+), c AS ({_CANDIDATES}), d AS (
+    DELETE FROM pgq_message m USING c WHERE m.msg_id = c.msg_id RETURNING {_M_COLS}
+), a AS (
+    INSERT INTO pgq_archived_message ({_COLS}, archived_at, outcome)
+    SELECT {_COLS}, clock_timestamp(), 'acked' FROM d WHERE (SELECT archive_on_ack FROM q)
+), counted AS (
+    INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
+    SELECT q.id, 'acked', n.n, clock_timestamp() FROM q, (SELECT count(*) AS n FROM d) n
+    WHERE n.n > 0
+)
+SELECT {_COLS} FROM d
+"""
+
+# -- queue_state -- Why a statement found nothing: the queue's existence, pause and size limit.
+QUEUE_STATE = "SELECT id, paused, max_message_size FROM pgq_queue WHERE name = %s"
+
+# -- read_by_id -- One message by id, without leasing it.
+READ_BY_ID = f"""
+WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s)
+SELECT q.id, {_M_COLS} FROM q
+LEFT JOIN pgq_message m ON m.queue_id = q.id AND m.msg_id = %(msg_id)s
+"""
+
+# The messages a delete/archive/nack acts on: ids, each fenced by its read_ct when given.
+_REFS = """
+    SELECT m.msg_id FROM pgq_message m
+    JOIN unnest(%(ids)s::bigint[], %(cts)s::int[]) AS r(id, ct)
+      ON m.msg_id = r.id AND (r.ct IS NULL OR m.read_ct = r.ct)
+    WHERE m.queue_id = (SELECT id FROM q)
+    FOR UPDATE OF m
+"""
+
+# -- delete -- Acknowledge messages: remove them (or archive them as acked with archive_on_ack).
+DELETE = f"""
+WITH q AS (SELECT id, archive_on_ack FROM pgq_queue WHERE name = %(queue)s),
+t AS ({_REFS}), d AS (
+    DELETE FROM pgq_message m USING t WHERE m.msg_id = t.msg_id RETURNING {_M_COLS}
+), a AS (
+    INSERT INTO pgq_archived_message ({_COLS}, archived_at, outcome, result)
+    SELECT {_COLS}, clock_timestamp(), 'acked', %(result)s::jsonb FROM d
+    WHERE (SELECT archive_on_ack FROM q)
+), counted AS (
+    INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
+    SELECT q.id, 'acked', n.n, clock_timestamp() FROM q, (SELECT count(*) AS n FROM d) n
+    WHERE n.n > 0
+)
+SELECT (SELECT id FROM q), ARRAY(SELECT msg_id FROM d ORDER BY msg_id)
+"""
+
+# -- archive -- Move messages to the archive with an outcome (PGMQ archive).
+ARCHIVE = f"""
+WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s),
+t AS ({_REFS}), d AS (
+    DELETE FROM pgq_message m USING t WHERE m.msg_id = t.msg_id RETURNING {_M_COLS}
+), a AS (
+    INSERT INTO pgq_archived_message ({_COLS}, archived_at, outcome, result, error)
+    SELECT {_COLS}, clock_timestamp(), %(outcome)s, %(result)s::jsonb, %(error)s FROM d
+), counted AS (
+    INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
+    SELECT q.id, %(outcome)s, n.n, clock_timestamp() FROM q, (SELECT count(*) AS n FROM d) n
+    WHERE n.n > 0
+)
+SELECT (SELECT id FROM q), ARRAY(SELECT msg_id FROM d ORDER BY msg_id)
+"""
+
+# -- set_vt -- Move one message's visibility to now + vt (extend or end a lease).
+SET_VT = f"""
+WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s),
+u AS (
+    UPDATE pgq_message m SET vt = clock_timestamp() + make_interval(secs => %(vt)s)
+    WHERE m.queue_id = (SELECT id FROM q) AND m.msg_id = %(msg_id)s
+      AND (%(ct)s::int IS NULL OR m.read_ct = %(ct)s::int)
+    RETURNING {_M_COLS}
+)
+SELECT (SELECT id FROM q), u.* FROM (SELECT 1) AS one LEFT JOIN u ON true
+"""
+
+# The delay before a failed message is seen again: the explicit delay, or the retry delay
+# grown by the queue's backoff, capped, with "equal jitter" (half fixed, half random).
+_RETRY_DELAY = """
+    coalesce(%(delay)s::float8, (
+        SELECT CASE WHEN q.backoff_jitter THEN d.capped * (0.5 + random() * 0.5)
+                    ELSE d.capped END
+        FROM (SELECT least(q.backoff_cap, CASE q.backoff
+                WHEN 'none' THEN coalesce(t.retry_delay, q.retry_delay)
+                WHEN 'linear' THEN coalesce(t.retry_delay, q.retry_delay) * greatest(t.read_ct, 1)
+                ELSE coalesce(t.retry_delay, q.retry_delay)
+                     * power(2, least(greatest(t.read_ct - 1, 0), 60))
+              END) AS capped) d))
+"""
+
+# -- nack -- A failed delivery: retry after a delay, or dead-letter once retries are spent.
+# A dead message moves to the dead-letter queue (same msg_id, read_ct reset, history in
+# headers["pgq_dead_letter"]) or, with none configured, to the archive as 'dead'.
+NACK = f"""
+WITH q AS (
+    SELECT id, name, max_retries, retry_delay, backoff, backoff_cap, backoff_jitter,
+           dead_letter_queue_id
+    FROM pgq_queue WHERE name = %(queue)s
+), dlq AS (
+    SELECT id, name, retention FROM pgq_queue WHERE id = (SELECT dead_letter_queue_id FROM q)
+), t AS (
+    SELECT m.msg_id, m.read_ct, m.retry_delay,
+           m.read_ct > coalesce(m.max_retries, q.max_retries) AS spent
+    FROM pgq_message m, q
+    WHERE m.queue_id = q.id AND m.msg_id = %(msg_id)s
+      AND (%(ct)s::int IS NULL OR m.read_ct = %(ct)s::int)
+    FOR UPDATE OF m
+), retried AS (
+    UPDATE pgq_message m SET vt = clock_timestamp() + make_interval(secs => {_RETRY_DELAY})
+    FROM t, q WHERE m.msg_id = t.msg_id AND NOT t.spent
+    RETURNING m.msg_id
+), moved AS (
+    UPDATE pgq_message m
+    SET queue_id = dlq.id, vt = clock_timestamp(), read_ct = 0,
+        expires_at = clock_timestamp() + make_interval(secs => dlq.retention),
+        headers = m.headers || jsonb_build_object('pgq_dead_letter', jsonb_build_object(
+            'attempts', m.read_ct, 'last_error', %(error)s::text, 'original_queue', q.name,
+            'dead_lettered_at', clock_timestamp()))
+    FROM t, q, dlq WHERE m.msg_id = t.msg_id AND t.spent
+    RETURNING m.msg_id, dlq.name AS dlq_name
+), gone AS (
+    DELETE FROM pgq_message m USING t
+    WHERE m.msg_id = t.msg_id AND t.spent AND NOT EXISTS (SELECT 1 FROM dlq)
+    RETURNING {_M_COLS}
+), archived AS (
+    INSERT INTO pgq_archived_message ({_COLS}, archived_at, outcome, error)
+    SELECT {_COLS}, clock_timestamp(), 'dead', %(error)s FROM gone
+), counted AS (
+    INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
+    SELECT q.id, 'dead', 1, clock_timestamp() FROM q
+    WHERE EXISTS (SELECT 1 FROM moved) OR EXISTS (SELECT 1 FROM gone)
+)
+SELECT (SELECT id FROM q),
+       CASE WHEN EXISTS (SELECT 1 FROM retried) THEN 'retry'
+            WHEN EXISTS (SELECT 1 FROM moved) THEN 'dead_lettered'
+            WHEN EXISTS (SELECT 1 FROM gone) THEN 'dead' END,
+       (SELECT pg_notify(%(channel)s, dlq_name) FROM moved)
+"""
+
+# -- purge -- Delete every message of a queue, leased or not.
+PURGE = """
+WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s),
+d AS (DELETE FROM pgq_message m WHERE m.queue_id = (SELECT id FROM q) RETURNING 1)
+SELECT (SELECT id FROM q), (SELECT count(*) FROM d)
+"""
+
+# -- expire -- Archive messages past their expiry as 'expired' (all queues, or one).
+EXPIRE = f"""
+WITH d AS (
+    DELETE FROM pgq_message m
+    WHERE m.expires_at <= clock_timestamp()
+      AND (%(queue_id)s::bigint IS NULL OR m.queue_id = %(queue_id)s::bigint)
+    RETURNING {_M_COLS}
+), a AS (
+    INSERT INTO pgq_archived_message ({_COLS}, archived_at, outcome)
+    SELECT {_COLS}, clock_timestamp(), 'expired' FROM d
+), counted AS (
+    INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
+    SELECT queue_id, 'expired', count(*), clock_timestamp() FROM d GROUP BY queue_id
+)
+SELECT count(*) FROM d
+"""
+
+# -- metrics -- PGMQ's queue metrics plus in-flight and dead-letter counts, per queue.
+METRICS = """
+SELECT q.name,
+       coalesce(s.queue_length, 0), s.newest, s.oldest,
+       coalesce((SELECT sum(n) FROM pgq_queue_counter c
+                 WHERE c.queue_id = q.id AND c.kind = 'sent'), 0),
+       coalesce(s.in_flight, 0),
+       coalesce((SELECT sum(n) FROM pgq_queue_counter c
+                 WHERE c.queue_id = q.id AND c.kind = 'dead'), 0),
+       clock_timestamp()
+FROM pgq_queue q
+LEFT JOIN LATERAL (
+    SELECT count(*) AS queue_length,
+           extract(epoch FROM clock_timestamp() - max(m.enqueued_at))::float8 AS newest,
+           extract(epoch FROM clock_timestamp() - min(m.enqueued_at))::float8 AS oldest,
+           count(*) FILTER (WHERE m.read_ct > 0 AND m.vt > clock_timestamp()) AS in_flight
+    FROM pgq_message m WHERE m.queue_id = q.id
+) s ON true
+WHERE (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
+ORDER BY q.name
+"""
+
+
+def _refs_params(refs: Sequence[MessageRef]) -> dict[str, list[Any]]:
+    return {"ids": [r[0] for r in refs], "cts": [r[1] for r in refs]}
+
+
+class MessageQuerySet(models.QuerySet["Message"]):
+    """ORM-side filters for browsing messages (admin, REST lists); leasing is on the manager."""
+
+    def for_queue(self, name: str) -> MessageQuerySet:
+        return self.filter(queue__name=name)
+
+    def visible(self) -> MessageQuerySet:
+        return self.filter(vt__lte=models.functions.Now())
+
+    def in_flight(self) -> MessageQuerySet:
+        return self.filter(vt__gt=models.functions.Now(), read_ct__gt=0)
+
+
+class _SqlManager(models.Manager):
+    """Runs the named statements on the configured database and builds model instances."""
+
+    def _db_alias(self) -> str:
+        from .conf import settings
+
+        return self.db if self._db else settings.DATABASE
+
+    def _execute(self, sql: str, params: Any) -> Any:
+        cursor = connections[self._db_alias()].cursor()
+        cursor.execute(sql, params)
+        return cursor
+
+    def _instances(self, rows: Sequence[Sequence[Any]], offset: int = 0) -> list[Any]:
+        """Turn RETURNING rows into model instances, decoding the jsonb columns."""
+        import json
+
+        objs = []
+        db = self._db_alias()
+        for row in rows:
+            values = list(row[offset : offset + len(MESSAGE_COLUMNS)])
+            if values[0] is None:
+                continue
+            for i, name in enumerate(MESSAGE_COLUMNS):
+                if name in _JSON_COLUMNS and isinstance(values[i], str):
+                    values[i] = json.loads(values[i])
+            objs.append(self.model.from_db(db, MESSAGE_COLUMNS, values))
+        return objs
+
+
+class MessageManager(_SqlManager.from_queryset(MessageQuerySet)):  # type: ignore[misc]
+    """``Message.objects``: the lease/ack operations as single statements."""
+
+    def send_bodies(self, queue: str, bodies: Sequence[str], *, size: int, **options: Any) -> Any:
+        """Insert JSON-encoded bodies; returns (queue_id or None, [msg_id, …])."""
+        from .conf import settings
+
+        params = {"queue": queue, "bodies": list(bodies), "size": size,
+                  "channel": settings.NOTIFY_CHANNEL, **options}
+        return self._execute(SEND, params).fetchone()[:2]
+
+    def lease(
+        self, queue: str, *, qty: int, vt: float | None, filters: dict[str, Any] | None = None
+    ) -> list[Message]:
+        """Lease up to ``qty`` messages (``SELECT … FOR UPDATE SKIP LOCKED`` + UPDATE)."""
+        clause, params = _filter_clause(filters or {})
+        sql = READ.format(filters=clause)
+        params.update(queue=queue, qty=qty, vt=vt)
+        rows = self._execute(sql, params).fetchall()
+        return sorted(self._instances(rows), key=lambda m: (m.priority, m.msg_id))
+
+    def pop(self, queue: str, *, qty: int) -> list[Message]:
+        rows = self._execute(POP.format(filters=""), {"queue": queue, "qty": qty}).fetchall()
+        return sorted(self._instances(rows), key=lambda m: (m.priority, m.msg_id))
+
+    def queue_state(self, queue: str) -> tuple[int, bool, int] | None:
+        return self._execute(QUEUE_STATE, [queue]).fetchone()
+
+    def read_by_id(self, queue: str, msg_id: int) -> tuple[int | None, Message | None]:
+        row = self._execute(READ_BY_ID, {"queue": queue, "msg_id": msg_id}).fetchone()
+        if row is None:
+            return None, None
+        found = self._instances([row], offset=1)
+        return row[0], found[0] if found else None
+
+    def ack(self, queue: str, refs: Sequence[MessageRef], *, result: str | None = None) -> Any:
+        """Delete (or archive as acked); returns (queue_id or None, [deleted ids])."""
+        params = {"queue": queue, "result": result, **_refs_params(refs)}
+        return self._execute(DELETE, params).fetchone()
+
+    def archive(
+        self,
+        queue: str,
+        refs: Sequence[MessageRef],
+        *,
+        outcome: str = "archived",
+        result: str | None = None,
+        error: str | None = None,
+    ) -> Any:
+        params = {"queue": queue, "outcome": outcome, "result": result, "error": error,
+                  **_refs_params(refs)}
+        return self._execute(ARCHIVE, params).fetchone()
+
+    def set_vt(self, queue: str, ref: MessageRef, vt: float) -> tuple[int | None, Message | None]:
+        params = {"queue": queue, "msg_id": ref[0], "ct": ref[1], "vt": vt}
+        row = self._execute(SET_VT, params).fetchone()
+        found = self._instances([row], offset=1)
+        return row[0], found[0] if found else None
+
+    def nack(
+        self, queue: str, ref: MessageRef, *, delay: float | None, error: str | None = None
+    ) -> tuple[int | None, str | None]:
+        """Returns (queue_id or None, 'retry' | 'dead_lettered' | 'dead' | None)."""
+        from .conf import settings
+
+        params = {"queue": queue, "msg_id": ref[0], "ct": ref[1], "delay": delay,
+                  "error": error, "channel": settings.NOTIFY_CHANNEL}
+        row = self._execute(NACK, params).fetchone()
+        return row[0], row[1]
+
+    def purge(self, queue: str) -> tuple[int | None, int]:
+        return self._execute(PURGE, {"queue": queue}).fetchone()
+
+    def expire(self, queue_id: int | None = None) -> int:
+        return self._execute(EXPIRE, {"queue_id": queue_id}).fetchone()[0]
+
+    def metrics_rows(self, queue: str | None) -> list[tuple[Any, ...]]:
+        return self._execute(METRICS, {"queue": queue}).fetchall()
+
+
+def _filter_clause(filters: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """SQL for ``filters={"headers": {...}, "attributes": {...}, "label": "x"}``.
+
+    Only fixed column names appear in the SQL; the values are parameters (jsonb containment
+    for headers and attributes, equality for the label).
+    """
+    import json
+
+    parts: list[str] = []
+    params: dict[str, Any] = {}
+    if filters.get("headers"):
+        parts.append("AND m.headers @> %(f_headers)s::jsonb")
+        params["f_headers"] = json.dumps(filters["headers"])
+    if filters.get("attributes"):
+        parts.append("AND m.attributes @> %(f_attributes)s::jsonb")
+        params["f_attributes"] = json.dumps(filters["attributes"])
+    if filters.get("label") is not None:
+        parts.append("AND m.label = %(f_label)s")
+        params["f_label"] = filters["label"]
+    return " ".join(parts), params
+
+
+class ArchivedMessageManager(models.Manager):
+    """``ArchivedMessage.objects``: plain ORM access; rows arrive via the live manager."""
+
+    def for_queue(self, name: str) -> models.QuerySet:
+        return self.filter(queue__name=name)

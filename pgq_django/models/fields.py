@@ -1,0 +1,17 @@
+"""Database expressions shared by the message models."""
+
+from __future__ import annotations
+
+from django.db import models
+
+MSG_ID_SEQUENCE = "pgq_message_msg_id_seq"
+
+
+class NextMessageId(models.Func):
+    """``nextval`` of the one global msg_id sequence, used as the column's database default."""
+
+    template = f"nextval('{MSG_ID_SEQUENCE}'::regclass)"
+    output_field = models.BigIntegerField()
+
+    def __init__(self) -> None:
+        super().__init__()

@@ -1,0 +1,143 @@
+"""Live and archived messages.
+
+Both tables are partitioned by ``msg_id`` range and created by RunSQL in the migrations; the
+models carry the matching state so the ORM, the admin and the API can use them. The foreign
+key to the queue is enforced by the database with ``ON DELETE CASCADE`` (dropping a queue drops
+its messages in one statement), so Django is told not to create or emulate it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from django.db import models
+
+from ..managers import ArchivedMessageManager, MessageManager
+from .fields import NextMessageId
+from .queues import Queue
+
+
+class Receipt(NamedTuple):
+    """Proof of one lease: the message id and the delivery count it was read with.
+
+    delete/archive/set_vt/nack accept a receipt instead of an id; they then act only if the
+    message has not been leased again since, which fences out a consumer whose lease expired.
+    ``str(receipt)`` is ``"<msg_id>:<read_ct>"`` and :meth:`parse` reads it back.
+    """
+
+    msg_id: int
+    read_ct: int
+
+    def __str__(self) -> str:
+        return f"{self.msg_id}:{self.read_ct}"
+
+    @classmethod
+    def parse(cls, text: str) -> Receipt:
+        from ..exceptions import InvalidArgument
+
+        try:
+            msg_id, read_ct = text.split(":")
+            return cls(int(msg_id), int(read_ct))
+        except (ValueError, AttributeError):
+            raise InvalidArgument(
+                f"{text!r} is not a receipt; expected '<msg_id>:<read_ct>'."
+            ) from None
+
+
+class MessageFields(models.Model):
+    msg_id = models.BigIntegerField(primary_key=True, db_default=NextMessageId())
+    queue = models.ForeignKey(
+        Queue, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    message = models.JSONField(null=True)
+    headers = models.JSONField(default=dict)
+    attributes = models.JSONField(default=dict)
+    label = models.TextField(null=True, blank=True)
+    priority = models.IntegerField(default=0)
+    read_ct = models.IntegerField(default=0)
+    enqueued_at = models.DateTimeField()
+    vt = models.DateTimeField()
+    expires_at = models.DateTimeField(null=True, blank=True)
+    group_id = models.TextField(null=True, blank=True)
+    dedup_id = models.TextField(null=True, blank=True)
+    max_retries = models.IntegerField(null=True, blank=True)
+    retry_delay = models.FloatField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def receipt(self) -> Receipt:
+        return Receipt(self.msg_id, self.read_ct)
+
+    @property
+    def queue_name(self) -> str:
+        """The queue's name; the API fills it in so reading it costs no query."""
+        known = self.__dict__.get("_queue_name")
+        return known if known is not None else self.queue.name
+
+    @queue_name.setter
+    def queue_name(self, value: str) -> None:
+        self.__dict__["_queue_name"] = value
+
+
+class Message(MessageFields):
+    """A message still in its queue: pending, delayed, or leased until ``vt``."""
+
+    objects = MessageManager()
+
+    class Meta:
+        app_label = "pgq_django"
+        db_table = "pgq_message"
+        managed = True
+        ordering = ["priority", "msg_id"]
+
+    def __str__(self) -> str:
+        return f"message {self.msg_id}"
+
+
+class Outcome(models.TextChoices):
+    ACKED = "acked", "acked"
+    DEAD = "dead", "dead"
+    EXPIRED = "expired", "expired"
+    CANCELLED = "cancelled", "cancelled"
+    ARCHIVED = "archived", "archived"
+
+
+class ArchivedMessage(MessageFields):
+    """A message that left its queue with a recorded outcome (PGMQ's archive)."""
+
+    archived_at = models.DateTimeField()
+    outcome = models.CharField(max_length=12, choices=Outcome.choices)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+
+    objects = ArchivedMessageManager()
+
+    class Meta:
+        app_label = "pgq_django"
+        db_table = "pgq_archived_message"
+        ordering = ["msg_id"]
+
+    def __str__(self) -> str:
+        return f"archived message {self.msg_id} ({self.outcome})"
+
+
+class QueueCounter(models.Model):
+    """Append-only event counts (sent, acked, dead, ...) per queue.
+
+    Writers only insert, so counting never takes a lock that concurrent senders or consumers
+    would wait on; maintenance folds old rows together.
+    """
+
+    queue = models.ForeignKey(
+        Queue, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    kind = models.CharField(max_length=12)
+    n = models.BigIntegerField()
+    at = models.DateTimeField()
+
+    class Meta:
+        app_label = "pgq_django"
+        db_table = "pgq_queue_counter"

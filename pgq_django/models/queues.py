@@ -1,0 +1,67 @@
+"""The Queue model: a named queue and the settings its messages are delivered under."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+
+QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$"
+
+
+class Backoff(models.TextChoices):
+    NONE = "none", "none"
+    LINEAR = "linear", "linear"
+    EXPONENTIAL = "exponential", "exponential"
+
+
+class Queue(models.Model):
+    """A queue. Its messages live in the partitioned message table, keyed by ``queue_id``."""
+
+    name = models.CharField(
+        max_length=85,
+        unique=True,
+        validators=[RegexValidator(QUEUE_NAME_PATTERN)],
+        help_text="Letters, digits, '-' and '_' (1-80), with an optional '.fifo' suffix.",
+    )
+    fifo = models.BooleanField(default=False)
+    visibility_timeout = models.FloatField(default=30, validators=[MinValueValidator(0)])
+    delivery_delay = models.FloatField(default=0, validators=[MinValueValidator(0)])
+    retention = models.FloatField(default=14 * 24 * 3600, validators=[MinValueValidator(1)])
+    max_retries = models.PositiveIntegerField(default=10)
+    retry_delay = models.FloatField(default=30, validators=[MinValueValidator(0)])
+    backoff = models.CharField(max_length=12, choices=Backoff.choices, default=Backoff.EXPONENTIAL)
+    backoff_cap = models.FloatField(default=3600, validators=[MinValueValidator(0)])
+    backoff_jitter = models.BooleanField(default=True)
+    dead_letter_queue = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="source_queues"
+    )
+    max_message_size = models.PositiveIntegerField(default=1024 * 1024)
+    max_length = models.PositiveBigIntegerField(null=True, blank=True)
+    archive_on_ack = models.BooleanField(default=False)
+    paused = models.BooleanField(default=False)
+    rate_limit = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0)])
+    concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
+    callback = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        help_text="Dotted path of a function the worker calls for each message.",
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="pgq_queues",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        app_label = "pgq_django"
+        db_table = "pgq_queue"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,53 @@
+"""Settings for the test suite: a real PostgreSQL (DATABASE_URL or embedded)."""
+
+import os
+from pathlib import Path
+
+from pgq_django.devdb import database_settings
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+SECRET_KEY = "tests-only-not-secret"
+DEBUG = False
+USE_TZ = True
+ALLOWED_HOSTS = ["*"]
+DATABASES = {"default": database_settings(BASE_DIR / ".pgdata" / "tests")}
+# PGQ_TEST_DB lets several test runs share one server; worker subprocesses started by
+# tests get PGQ_USE_TEST_DB=1 so they connect to the test database instead of the main one.
+TEST_DB_NAME = os.environ.get("PGQ_TEST_DB", "pgq_test")
+DATABASES["default"]["TEST"] = {"NAME": TEST_DB_NAME}
+if os.environ.get("PGQ_USE_TEST_DB"):
+    DATABASES["default"]["NAME"] = TEST_DB_NAME
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "pgq_django",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "tests.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+STATIC_URL = "/static/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+PGQ = {"DEFAULT_VISIBILITY_TIMEOUT": 30}
