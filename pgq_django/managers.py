@@ -49,7 +49,7 @@ _JSON_COLUMNS = frozenset({"message", "headers", "attributes"})
 MessageRef = tuple[int, int | None]
 
 # -- send -- Insert messages into a queue, in input order, and wake listeners.
-SEND = f"""
+SEND = """
 WITH q AS (
     SELECT id, name, delivery_delay, retention FROM pgq_queue
     WHERE name = %(queue)s AND max_message_size >= %(size)s
@@ -349,8 +349,13 @@ class MessageManager(_SqlManager.from_queryset(MessageQuerySet)):  # type: ignor
         """Insert JSON-encoded bodies; returns (queue_id or None, [msg_id, …])."""
         from .conf import settings
 
-        params = {"queue": queue, "bodies": list(bodies), "size": size,
-                  "channel": settings.NOTIFY_CHANNEL, **options}
+        params = {
+            "queue": queue,
+            "bodies": list(bodies),
+            "size": size,
+            "channel": settings.NOTIFY_CHANNEL,
+            **options,
+        }
         return self._execute(SEND, params).fetchone()[:2]
 
     def lease(
@@ -391,8 +396,13 @@ class MessageManager(_SqlManager.from_queryset(MessageQuerySet)):  # type: ignor
         result: str | None = None,
         error: str | None = None,
     ) -> Any:
-        params = {"queue": queue, "outcome": outcome, "result": result, "error": error,
-                  **_refs_params(refs)}
+        params = {
+            "queue": queue,
+            "outcome": outcome,
+            "result": result,
+            "error": error,
+            **_refs_params(refs),
+        }
         return self._execute(ARCHIVE, params).fetchone()
 
     def set_vt(self, queue: str, ref: MessageRef, vt: float) -> tuple[int | None, Message | None]:
@@ -407,8 +417,14 @@ class MessageManager(_SqlManager.from_queryset(MessageQuerySet)):  # type: ignor
         """Returns (queue_id or None, 'retry' | 'dead_lettered' | 'dead' | None)."""
         from .conf import settings
 
-        params = {"queue": queue, "msg_id": ref[0], "ct": ref[1], "delay": delay,
-                  "error": error, "channel": settings.NOTIFY_CHANNEL}
+        params = {
+            "queue": queue,
+            "msg_id": ref[0],
+            "ct": ref[1],
+            "delay": delay,
+            "error": error,
+            "channel": settings.NOTIFY_CHANNEL,
+        }
         row = self._execute(NACK, params).fetchone()
         return row[0], row[1]
 

@@ -20,6 +20,8 @@ from django.db import connections
 from .conf import settings
 
 _local = threading.local()
+_all: list[Listener] = []
+_all_lock = threading.Lock()
 
 
 def connection_params(alias: str | None = None) -> dict[str, Any]:
@@ -77,12 +79,22 @@ def listener(alias: str | None = None) -> Iterator[Listener]:
     current = cached.get(key)
     if current is None or current.conn.closed:
         current = cached[key] = Listener(alias)
+        with _all_lock:
+            _all.append(current)
     try:
         yield current
     except BaseException:
         cached.pop(key, None)
         current.close()
         raise
+
+
+def close_all() -> None:
+    """Close every thread's cached listener (tests, process shutdown, database teardown)."""
+    with _all_lock:
+        listeners, _all[:] = list(_all), []
+    for item in listeners:
+        item.close()
 
 
 def notify_queue(queue: str, alias: str | None = None) -> None:

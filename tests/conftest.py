@@ -15,6 +15,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def _close_listeners() -> Iterator[None]:
+    """LISTEN connections are cached per thread; close them so test databases can be dropped."""
+    yield
+    from pgq_django.notify import close_all
+
+    close_all()
+
+
 @pytest.fixture
 def queue_name() -> str:
     return "q_" + uuid.uuid4().hex[:12]

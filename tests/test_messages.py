@@ -26,7 +26,12 @@ def test_send_returns_increasing_ids_and_stores_every_field(queue):
     assert second > first
     m = Message.objects.get(msg_id=second)
     assert (m.message, m.headers["trace"], m.attributes, m.label, m.priority) == (
-        {"n": 2}, "t1", {"color": "red"}, "paint", -5)
+        {"n": 2},
+        "t1",
+        {"color": "red"},
+        "paint",
+        -5,
+    )
     assert (m.max_retries, m.retry_delay, m.read_ct) == (2, 1.5, 0)
     assert m.expires_at > m.enqueued_at
 
@@ -221,7 +226,10 @@ def test_a_message_out_of_retries_moves_to_the_dead_letter_queue(make_queue):
     assert dead.msg_id == msg_id and dead.message == "poison"
     history = dead.headers["pgq_dead_letter"]
     assert (history["attempts"], history["last_error"], history["original_queue"]) == (
-        2, "boom", q.name)
+        2,
+        "boom",
+        q.name,
+    )
     assert pgq.metrics(q).dead_letters == 1
 
 

@@ -124,8 +124,7 @@ def test_metrics_count_length_in_flight_and_totals(queue):
     leased = pgq.read(queue)
     pgq.delete(queue, leased[0].msg_id)
     m = pgq.metrics(queue)
-    assert (m.queue_name, m.queue_length, m.total_messages, m.in_flight) == (
-        queue.name, 2, 3, 0)
+    assert (m.queue_name, m.queue_length, m.total_messages, m.in_flight) == (queue.name, 2, 3, 0)
     pgq.read(queue)
     m = pgq.metrics(queue.name)
     assert m.in_flight == 1

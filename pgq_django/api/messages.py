@@ -30,7 +30,9 @@ def _missing(queue: str, *, size: int | None = None) -> Exception:
     if size is not None and size > max_size:
         return MessageTooLarge(
             f"The message is {size} bytes; queue {queue!r} accepts at most {max_size}.",
-            queue=queue, size=size, max_message_size=max_size,
+            queue=queue,
+            size=size,
+            max_message_size=max_size,
         )
     if paused:
         return QueuePaused(f"Queue {queue!r} is paused.", queue=queue)

@@ -121,8 +121,9 @@ def alter_queue(name: Any, **changes: Any) -> Queue:
     fields = _queue_fields(changes)
     dlq = fields.get("dead_letter_queue")
     if dlq is not None and dlq.pk == queue.pk:
-        raise InvalidArgument("A queue cannot be its own dead-letter queue.",
-                              field="dead_letter_queue")
+        raise InvalidArgument(
+            "A queue cannot be its own dead-letter queue.", field="dead_letter_queue"
+        )
     for key, value in fields.items():
         setattr(queue, key, value)
     queue.save(using=_db(), update_fields=[*fields, "updated_at"])

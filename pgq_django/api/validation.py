@@ -46,8 +46,9 @@ def seconds(value: Any, field: str, *, allow_none: bool = False, minimum: float 
             f"{field} must be a number of seconds or a timedelta, not {value!r}.", field=field
         )
     if value < minimum:
-        raise InvalidArgument(f"{field} must be at least {minimum} seconds, not {value}.",
-                              field=field)
+        raise InvalidArgument(
+            f"{field} must be at least {minimum} seconds, not {value}.", field=field
+        )
     if value > 100 * 365 * 24 * 3600:
         raise InvalidArgument(f"{field} must be at most 100 years.", field=field)
     return float(value)

@@ -124,7 +124,12 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="Queue",
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
                 (
                     "name",
                     models.CharField(
@@ -132,28 +137,77 @@ class Migration(migrations.Migration):
                         max_length=85,
                         unique=True,
                         validators=[
-                            django.core.validators.RegexValidator(
-                                "^[A-Za-z0-9_-]{1,80}(\\.fifo)?$"
-                            )
+                            django.core.validators.RegexValidator("^[A-Za-z0-9_-]{1,80}(\\.fifo)?$")
                         ],
                     ),
                 ),
                 ("fifo", models.BooleanField(default=False)),
-                ("visibility_timeout", models.FloatField(default=30, validators=[django.core.validators.MinValueValidator(0)])),
-                ("delivery_delay", models.FloatField(default=0, validators=[django.core.validators.MinValueValidator(0)])),
-                ("retention", models.FloatField(default=1209600, validators=[django.core.validators.MinValueValidator(1)])),
+                (
+                    "visibility_timeout",
+                    models.FloatField(
+                        default=30, validators=[django.core.validators.MinValueValidator(0)]
+                    ),
+                ),
+                (
+                    "delivery_delay",
+                    models.FloatField(
+                        default=0, validators=[django.core.validators.MinValueValidator(0)]
+                    ),
+                ),
+                (
+                    "retention",
+                    models.FloatField(
+                        default=1209600, validators=[django.core.validators.MinValueValidator(1)]
+                    ),
+                ),
                 ("max_retries", models.PositiveIntegerField(default=10)),
-                ("retry_delay", models.FloatField(default=30, validators=[django.core.validators.MinValueValidator(0)])),
-                ("backoff", models.CharField(choices=[("none", "none"), ("linear", "linear"), ("exponential", "exponential")], default="exponential", max_length=12)),
-                ("backoff_cap", models.FloatField(default=3600, validators=[django.core.validators.MinValueValidator(0)])),
+                (
+                    "retry_delay",
+                    models.FloatField(
+                        default=30, validators=[django.core.validators.MinValueValidator(0)]
+                    ),
+                ),
+                (
+                    "backoff",
+                    models.CharField(
+                        choices=[
+                            ("none", "none"),
+                            ("linear", "linear"),
+                            ("exponential", "exponential"),
+                        ],
+                        default="exponential",
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "backoff_cap",
+                    models.FloatField(
+                        default=3600, validators=[django.core.validators.MinValueValidator(0)]
+                    ),
+                ),
                 ("backoff_jitter", models.BooleanField(default=True)),
                 ("max_message_size", models.PositiveIntegerField(default=1048576)),
                 ("max_length", models.PositiveBigIntegerField(blank=True, null=True)),
                 ("archive_on_ack", models.BooleanField(default=False)),
                 ("paused", models.BooleanField(default=False)),
-                ("rate_limit", models.FloatField(blank=True, null=True, validators=[django.core.validators.MinValueValidator(0)])),
+                (
+                    "rate_limit",
+                    models.FloatField(
+                        blank=True,
+                        null=True,
+                        validators=[django.core.validators.MinValueValidator(0)],
+                    ),
+                ),
                 ("concurrency_limit", models.PositiveIntegerField(blank=True, null=True)),
-                ("callback", models.CharField(blank=True, default="", help_text="Dotted path of a function the worker calls for each message.", max_length=255)),
+                (
+                    "callback",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        help_text="Dotted path of a function the worker calls for each message.",
+                        max_length=255,
+                    ),
+                ),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
                 ("updated_at", models.DateTimeField(auto_now=True)),
                 (
@@ -182,7 +236,12 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="QueueCounter",
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
                 ("kind", models.CharField(max_length=12)),
                 ("n", models.BigIntegerField()),
                 ("at", models.DateTimeField()),

@@ -1,0 +1,67 @@
+"""A send inside the caller's transaction commits or rolls back with the caller's rows."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+from django.contrib.auth.models import Group
+from django.db import transaction
+
+import pgq_django as pgq
+from pgq_django.notify import connection_params
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _count_from_another_connection(queue_name: str) -> int:
+    with psycopg.connect(**connection_params()) as other:
+        row = other.execute(
+            "SELECT count(*) FROM pgq_message m JOIN pgq_queue q ON q.id = m.queue_id "
+            "WHERE q.name = %s",
+            [queue_name],
+        ).fetchone()
+        return row[0]
+
+
+def test_a_send_appears_to_others_only_when_the_transaction_commits(queue_name):
+    pgq.create_queue(queue_name)
+    with transaction.atomic():
+        Group.objects.create(name="order-1")
+        pgq.send(queue_name, {"order": 1})
+        assert _count_from_another_connection(queue_name) == 0
+    assert _count_from_another_connection(queue_name) == 1
+
+
+def test_a_send_rolls_back_with_the_callers_rows(queue_name):
+    pgq.create_queue(queue_name)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Group.objects.create(name="order-2")
+        pgq.send(queue_name, {"order": 2})
+        raise RuntimeError("payment failed")
+    assert not Group.objects.filter(name="order-2").exists()
+    assert pgq.metrics(queue_name).queue_length == 0
+
+
+def test_a_delete_inside_a_failed_transaction_leaves_the_message_queued(queue_name):
+    pgq.create_queue(queue_name)
+    msg_id = pgq.send(queue_name, "work")
+    [m] = pgq.read(queue_name, vt=0)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        pgq.delete(queue_name, m.receipt)
+        raise RuntimeError("handler crashed")
+    assert [x.msg_id for x in pgq.read(queue_name)] == [msg_id]
+
+
+def test_async_twins_send_and_read(queue_name):
+    async def scenario():
+        await pgq.acreate_queue(queue_name)
+        msg_id = await pgq.asend(queue_name, {"async": True})
+        [m] = await pgq.aread(queue_name)
+        return msg_id, m, await pgq.adelete(queue_name, m.receipt)
+
+    msg_id, m, deleted = asyncio.run(scenario())
+    assert (m.msg_id, m.message, deleted) == (msg_id, {"async": True}, True)
+    assert pgq.adelete.__name__ == "adelete"
+    assert pgq.metrics(queue_name).queue_length == 0
