@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "send_batch": "api.messages",
     "read": "api.messages",
     "read_with_poll": "api.messages",
+    "aread_with_poll": "api.messages",
     "pop": "api.messages",
     "read_by_id": "api.messages",
     "delete": "api.messages",
@@ -35,6 +36,21 @@ _EXPORTS: dict[str, str] = {
     "set_vt": "api.messages",
     "nack": "api.messages",
     "expire_messages": "api.messages",
+    # exchanges and routing
+    "create_exchange": "api.exchanges",
+    "drop_exchange": "api.exchanges",
+    "get_exchange": "api.exchanges",
+    "list_exchanges": "api.exchanges",
+    "bind_queue": "api.exchanges",
+    "unbind_queue": "api.exchanges",
+    "list_bindings": "api.exchanges",
+    "publish": "api.exchanges",
+    # grants
+    "grant_queue_access": "api.grants",
+    "revoke_queue_access": "api.grants",
+    "reset_queue_access": "api.grants",
+    "grant_publish_access": "api.grants",
+    "revoke_publish_access": "api.grants",
     # metrics
     "metrics": "api.stats",
     "metrics_all": "api.stats",
@@ -48,6 +64,10 @@ _EXPORTS: dict[str, str] = {
     "QueueNotFound": "exceptions",
     "QueueAlreadyExists": "exceptions",
     "ExchangeNotFound": "exceptions",
+    "ExchangeAlreadyExists": "exceptions",
+    "ExchangeInUse": "exceptions",
+    "Exchange": "models",
+    "Binding": "models",
     "InvalidName": "exceptions",
     "InvalidArgument": "exceptions",
     "MessageTooLarge": "exceptions",
@@ -58,11 +78,17 @@ _EXPORTS: dict[str, str] = {
 }
 
 # Functions that get an ``a``-prefixed async twin.
+# A twin written by hand (waiting on the event loop) is exported under its own name instead.
 _ASYNC = [
-    name for name, module in _EXPORTS.items() if module.startswith("api.") and name[0].islower()
+    name
+    for name, module in _EXPORTS.items()
+    if module.startswith("api.")
+    and name[0].islower()
+    and "a" + name not in _EXPORTS
+    and not (name.startswith("a") and name[1:] in _EXPORTS)
 ]
 
-__all__ = sorted([*_EXPORTS, *("a" + n for n in _ASYNC)])
+__all__ = sorted({*_EXPORTS, *("a" + n for n in _ASYNC)})
 
 
 def __getattr__(name: str) -> Any:

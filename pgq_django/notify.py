@@ -89,6 +89,35 @@ def listener(alias: str | None = None) -> Iterator[Listener]:
         raise
 
 
+class AsyncListener:
+    """The asyncio form of :class:`Listener`, for ``aread_with_poll`` and async workers.
+
+    Waiting happens on the event loop, so a long poll does not hold the thread that Django's
+    ``sync_to_async`` uses for database work.
+    """
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self.conn = conn
+
+    @classmethod
+    async def connect(cls, alias: str | None = None) -> AsyncListener:
+        conn = await psycopg.AsyncConnection.connect(**connection_params(alias), autocommit=True)
+        channel = psycopg.sql.Identifier(settings.NOTIFY_CHANNEL)
+        await conn.execute(psycopg.sql.SQL("LISTEN {}").format(channel))
+        return cls(conn)
+
+    async def wait_for(self, queue: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            async for note in self.conn.notifies(timeout=remaining, stop_after=1):
+                if note.payload == queue:
+                    return True
+        return False
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
 def close_all() -> None:
     """Close every thread's cached listener (tests, process shutdown, database teardown)."""
     with _all_lock:

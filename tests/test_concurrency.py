@@ -69,3 +69,27 @@ def test_read_with_poll_finds_a_delayed_message_by_polling(queue_name):
     msg_id = pgq.send(queue_name, "later", delay=0.3)
     found = pgq.read_with_poll(queue_name, max_poll_seconds=5, poll_interval_ms=50)
     assert [m.msg_id for m in found] == [msg_id]
+
+
+def test_async_read_with_poll_waits_on_the_event_loop_and_is_woken_by_notify(queue_name):
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    pgq.create_queue(queue_name)
+
+    async def scenario():
+        async def send_later():
+            await asyncio.sleep(0.5)
+            # The sync thread is free while the poll waits, so this send is not blocked.
+            return await sync_to_async(pgq.send)(queue_name, "async wake")
+
+        started = time.monotonic()
+        sender = asyncio.create_task(send_later())
+        found = await pgq.aread_with_poll(queue_name, max_poll_seconds=20, poll_interval_ms=60_000)
+        return found, await sender, time.monotonic() - started
+
+    found, msg_id, waited = asyncio.run(scenario())
+    assert [m.msg_id for m in found] == [msg_id]
+    assert waited < 10
+    assert "aaread_with_poll" not in pgq.__all__

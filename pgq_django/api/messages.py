@@ -152,6 +152,37 @@ def read_with_poll(
             wakeups.wait_for(name, timeout=min(interval, remaining))
 
 
+async def aread_with_poll(
+    queue: Any,
+    *,
+    vt: Any = None,
+    qty: int = 1,
+    max_poll_seconds: Any = 5,
+    poll_interval_ms: int = 100,
+    filters: Any = None,
+) -> list[Message]:
+    """Async twin of :func:`read_with_poll` that waits on the event loop, not in a thread."""
+    from asgiref.sync import sync_to_async
+
+    from ..notify import AsyncListener
+
+    name = v.name(queue)
+    wait = v.seconds(max_poll_seconds, "max_poll_seconds")
+    interval = v.integer(poll_interval_ms, "poll_interval_ms", minimum=1, maximum=60_000) / 1000
+    lease = sync_to_async(read, thread_sensitive=True)
+    deadline = time.monotonic() + wait
+    wakeups = await AsyncListener.connect()
+    try:
+        while True:
+            found = await lease(name, vt=vt, qty=qty, filters=filters)
+            remaining = deadline - time.monotonic()
+            if found or remaining <= 0:
+                return found
+            await wakeups.wait_for(name, timeout=min(interval, remaining))
+    finally:
+        await wakeups.close()
+
+
 def pop(queue: Any, qty: int = 1) -> list[Message]:
     """Take up to ``qty`` visible messages off the queue at once (read and delete)."""
     name = v.name(queue)
