@@ -1,0 +1,202 @@
+#!/usr/bin/env python
+"""``make demo``: the example project running on its own PostgreSQL, one command.
+
+Steps: start the embedded PostgreSQL in ``.pgdata/demo`` (or use ``DATABASE_URL``), migrate,
+create the demo login and print it, seed the demo queues and traffic, then serve the example
+project with ``runserver`` on 127.0.0.1:$PORT (8000 by default) and, when the
+``pgq_worker`` command exists, a worker process beside it. Ctrl-C or SIGTERM stops the
+children, and the embedded server stops when this script exits.
+
+``--check`` (or ``DEMO_CHECK=1``) does everything up to serving, fetches the admin login
+page once over HTTP to prove the site answers, stops, and exits 0; the test suite runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import FrameType
+
+ROOT = Path(__file__).resolve().parent.parent
+MANAGE = ROOT / "example_project" / "manage.py"
+SETTINGS = "example_project.settings"
+DEMO_USER = "demo"
+DEMO_PASSWORD = "demo"
+STARTUP_TIMEOUT = 60.0
+STOP_TIMEOUT = 15.0
+
+
+class Stop(Exception):
+    """Raised by the signal handlers so the ``finally`` clauses shut everything down."""
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise Stop(signal.Signals(signum).name)
+
+
+def say(text: str) -> None:
+    print(f"[demo] {text}", flush=True)
+
+
+def database_url() -> str:
+    """``DATABASE_URL``, or the URI of the embedded server, which this process then owns.
+
+    Children get the URI in their environment, so they connect to the same server without
+    registering as its owners: the server stops when this script exits, not before.
+    """
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        say("using the PostgreSQL server of DATABASE_URL")
+        return url
+    from pgq_django.devdb import embedded_dsn
+
+    data_dir = ROOT / ".pgdata" / "demo"
+    say(f"starting the embedded PostgreSQL in {data_dir.relative_to(ROOT)}")
+    return embedded_dsn(data_dir)
+
+
+def prepare_database() -> None:
+    """Migrate, create the demo login and seed the demo queues, in this process."""
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    say("migrating")
+    call_command("migrate", interactive=False, verbosity=0)
+    ensure_demo_user()
+    say("seeding demo queues and traffic")
+    call_command("pgq_seed")
+    from django.db import connections
+
+    connections.close_all()
+
+
+def ensure_demo_user() -> None:
+    from django.contrib.auth import get_user_model
+
+    user_model = get_user_model()
+    user, _ = user_model.objects.get_or_create(username=DEMO_USER)
+    user.is_staff = user.is_superuser = True
+    user.set_password(DEMO_PASSWORD)
+    user.save()
+
+
+def has_command(name: str) -> bool:
+    from django.core.management import get_commands
+
+    return name in get_commands()
+
+
+def has_route(path: str) -> bool:
+    from django.urls import Resolver404, resolve
+
+    try:
+        resolve(path)
+    except Resolver404:
+        return False
+    return True
+
+
+def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, str(MANAGE), *args], cwd=ROOT, env=env)
+
+
+def wait_until_serving(url: str, server: subprocess.Popen[bytes]) -> tuple[int, str]:
+    """Poll ``url`` until it answers; (status, body). Raises if the server dies first."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while True:
+        if server.poll() is not None:
+            raise RuntimeError(f"runserver exited with code {server.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return response.status, response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode("utf-8", "replace")
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url} did not answer within {STARTUP_TIMEOUT:.0f} s") from None
+            time.sleep(0.2)
+
+
+def stop_all(children: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every child still running, then wait; kill those that do not stop in time."""
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    for child in children:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        default=os.environ.get("DEMO_CHECK") == "1",
+        help="prepare and start everything, fetch the admin login page once, then exit",
+    )
+    options = parser.parse_args(argv)
+    port = int(os.environ.get("PORT", "8000"))
+
+    sys.path.insert(0, str(ROOT))
+    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+
+    children: list[subprocess.Popen[bytes]] = []
+    try:
+        os.environ["DATABASE_URL"] = database_url()
+        prepare_database()
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+
+        base = f"http://127.0.0.1:{port}"
+        server = start(["runserver", "--noreload", f"127.0.0.1:{port}"], env)
+        children.append(server)
+        if has_command("pgq_worker"):
+            children.append(start(["pgq_worker"], env))
+            say("started a worker (manage.py pgq_worker)")
+        else:
+            say("no pgq_worker command yet: messages wait in their queues")
+
+        status, body = wait_until_serving(f"{base}/admin/login/", server)
+        say(f"admin:   {base}/admin/   login: {DEMO_USER} / {DEMO_PASSWORD}")
+        if has_route("/v1/docs"):
+            say(f"swagger: {base}/v1/docs")
+        if has_route("/metrics"):
+            say(f"metrics: {base}/metrics")
+        if options.check:
+            if status != 200 or "csrfmiddlewaretoken" not in body:
+                say(f"check failed: /admin/login/ answered HTTP {status}")
+                return 1
+            say("check passed: the admin login page is served")
+            return 0
+        say("press Ctrl-C to stop")
+        while all(child.poll() is None for child in children):
+            time.sleep(0.5)
+        say("a child process exited; stopping")
+        return 1
+    except Stop as stop:
+        say(f"{stop}: stopping")
+        return 0
+    finally:
+        # Ignore further signals while cleaning up, so a second Ctrl-C cannot leave the
+        # children or the embedded server behind half-stopped.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stop_all(children)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

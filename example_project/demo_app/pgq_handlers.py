@@ -1,0 +1,49 @@
+"""Handlers the worker (``manage.py pgq_worker``) runs for the demo queues.
+
+The worker discovers this module by its name in every installed app. Each handler runs
+inside ``transaction.atomic()`` together with the acknowledgement of its message, so the
+writes below happen exactly once even though delivery is at least once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.utils import timezone
+
+import pgq_django as pgq
+
+from .models import ORDERS_QUEUE, Order
+
+log = logging.getLogger(__name__)
+
+
+@pgq.handler(ORDERS_QUEUE)
+def fulfil_order(message: Any) -> None:
+    """Mark the order fulfilled and queue its confirmation e-mail in the same transaction."""
+    order_id = message.message["order_id"]
+    updated = Order.objects.filter(pk=order_id, status=Order.Status.NEW).update(
+        status=Order.Status.FULFILLED, fulfilled_at=timezone.now()
+    )
+    if updated:
+        pgq.send("emails", {"to": f"customer-of-order-{order_id}", "template": "shipped"})
+    log.info("order %s fulfilled (msg %s, delivery %s)", order_id, message.msg_id, message.read_ct)
+
+
+@pgq.handler("emails")
+def send_email(message: Any) -> None:
+    """Pretend to send an e-mail; a real project would call its mail backend here."""
+    log.info("e-mail %s to %s", message.message.get("template"), message.message.get("to"))
+
+
+@pgq.handler("payments")
+def charge_card(message: Any) -> None:
+    """Always fails, so the demo shows retries with backoff and then the dead-letter queue."""
+    raise RuntimeError(f"card declined for payment {message.message.get('payment_id')}")
+
+
+@pgq.handler("events.fifo")
+def record_event(message: Any) -> None:
+    """Events of one group arrive strictly in order (FIFO queue, one lease per group)."""
+    log.info("event %s of %s", message.message.get("seq"), message.message.get("account"))

@@ -1,0 +1,127 @@
+"""Demo queues and traffic, so the admin and the worker have something to show.
+
+``seed_queues()`` creates the demo queues if they are missing (it is safe to run twice);
+``seed_traffic()`` sends a burst of messages that exercises the main features: transactional
+enqueue, priorities, delays, labels and headers, a FIFO queue with groups, and a queue whose
+failures end in its dead-letter queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.db import transaction
+
+import pgq_django as pgq
+
+from .models import place_order
+
+# name -> create_queue() options, in creation order (a dead-letter queue before its source).
+DEMO_QUEUES: dict[str, dict[str, Any]] = {
+    # Acked orders stay in the archive, so the admin can show what the worker completed.
+    "orders": {"visibility_timeout": 30, "archive_on_ack": True},
+    "emails": {"archive_on_ack": True},
+    "events.fifo": {},
+    "payments-dlq": {"retention": 30 * 24 * 3600},
+    "payments": {
+        "dead_letter_queue": "payments-dlq",
+        "max_retries": 2,
+        "retry_delay": 2,
+        "backoff": "linear",
+    },
+}
+
+
+def seed_queues(log: Callable[[str], Any] = print) -> list[str]:
+    """Create the demo queues that do not exist yet; returns the names created."""
+    created = []
+    for name, options in DEMO_QUEUES.items():
+        try:
+            pgq.create_queue(name, **options)
+        except pgq.QueueAlreadyExists:
+            continue
+        created.append(name)
+        log(f"created queue {name}")
+    return created
+
+
+class _RolledBack(Exception):
+    """Raised on purpose to roll back a demo order."""
+
+
+def seed_traffic(log: Callable[[str], Any] = print) -> dict[str, int]:
+    """Send demo messages to every demo queue; returns how many each queue got."""
+    sent: dict[str, int] = {}
+
+    def count(queue: str, n: int = 1) -> None:
+        sent[queue] = sent.get(queue, 0) + n
+
+    for customer, item, qty in [
+        ("ada", "keyboard", 1),
+        ("grace", "monitor", 2),
+        ("linus", "penguin plush", 3),
+        ("barbara", "notebook", 5),
+    ]:
+        place_order(customer, item, qty)
+        count("orders")
+
+    # An order whose transaction rolls back leaves neither the order nor its message behind.
+    try:
+        with transaction.atomic():
+            place_order("mallory", "stolen goods")
+            raise _RolledBack
+    except _RolledBack:
+        log("rolled back an order: no Order row and no message were committed")
+
+    pgq.send_batch(
+        "emails",
+        [{"to": f"user{i}@example.com", "template": "welcome"} for i in range(5)],
+        headers={"content_type": "application/json"},
+    )
+    count("emails", 5)
+    pgq.send("emails", {"to": "ops@example.com", "template": "alert"}, priority=-10)
+    count("emails")
+    pgq.send(
+        "emails",
+        "<mail><to>xml@example.com</to></mail>",
+        headers={"content_type": "application/xml"},
+    )
+    count("emails")
+    pgq.send("emails", {"to": "later@example.com", "template": "digest"}, delay=60)
+    count("emails")
+
+    for account in ("acct-1", "acct-2"):
+        for seq in range(1, 4):
+            pgq.send("events.fifo", {"account": account, "seq": seq}, group=account)
+            count("events.fifo")
+
+    for payment_id in range(1, 4):
+        pgq.send(
+            "payments",
+            {"payment_id": payment_id, "amount": "12.50"},
+            attributes={"currency": "EUR"},
+        )
+        count("payments")
+    # Fail one payment past its retries right away, so the dead-letter queue is not empty.
+    _fail_until_dead("payments")
+
+    for queue, n in sent.items():
+        log(f"sent {n} message(s) to {queue}")
+    return sent
+
+
+def _fail_until_dead(queue: str) -> None:
+    """Lease and nack the head message of ``queue`` until its retries are spent.
+
+    Each nack with ``delay=0`` makes it visible again at once, and it stays at the head of
+    the queue (same priority, lowest msg_id), so the next read gets it back. Once its read
+    count exceeds the queue's max_retries the nack moves it to the dead-letter queue.
+    """
+    for _ in range(50):
+        leased = pgq.read(queue, qty=1)
+        if not leased:
+            return
+        pgq.nack(queue, leased[0].receipt, delay=0, error="demo: card declined")
+        if pgq.read_by_id(queue, leased[0].msg_id) is None:
+            return
