@@ -39,11 +39,11 @@ def test_read_with_poll_is_woken_by_a_commit_in_another_connection(queue_name):
     pgq.create_queue(queue_name)
 
     def send_later() -> None:
-        from django.db import connection
+        from django.db import connections
 
         time.sleep(0.5)
         pgq.send(queue_name, "wake up")
-        connection.close()
+        connections.close_all()
 
     sender = threading.Thread(target=send_later)
     started = time.monotonic()
@@ -75,6 +75,7 @@ def test_async_read_with_poll_waits_on_the_event_loop_and_is_woken_by_notify(que
     import asyncio
 
     from asgiref.sync import sync_to_async
+    from django.db import connections
 
     pgq.create_queue(queue_name)
 
@@ -87,7 +88,9 @@ def test_async_read_with_poll_waits_on_the_event_loop_and_is_woken_by_notify(que
         started = time.monotonic()
         sender = asyncio.create_task(send_later())
         found = await pgq.aread_with_poll(queue_name, max_poll_seconds=20, poll_interval_ms=60_000)
-        return found, await sender, time.monotonic() - started
+        result = found, await sender, time.monotonic() - started
+        await sync_to_async(connections.close_all)()
+        return result
 
     found, msg_id, waited = asyncio.run(scenario())
     assert [m.msg_id for m in found] == [msg_id]

@@ -6,8 +6,9 @@ import asyncio
 
 import psycopg
 import pytest
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
-from django.db import transaction
+from django.db import connections, transaction
 
 import pgq_django as pgq
 from pgq_django.notify import connection_params
@@ -59,7 +60,9 @@ def test_async_twins_send_and_read(queue_name):
         await pgq.acreate_queue(queue_name)
         msg_id = await pgq.asend(queue_name, {"async": True})
         [m] = await pgq.aread(queue_name)
-        return msg_id, m, await pgq.adelete(queue_name, m.receipt)
+        deleted = await pgq.adelete(queue_name, m.receipt)
+        await sync_to_async(connections.close_all)()
+        return msg_id, m, deleted
 
     msg_id, m, deleted = asyncio.run(scenario())
     assert (m.msg_id, m.message, deleted) == (msg_id, {"async": True}, True)
