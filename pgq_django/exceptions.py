@@ -77,6 +77,14 @@ class ExchangeAlreadyExists(PgqError):
     default_message = "An exchange with this name already exists."
 
 
+class ExchangeInUse(PgqError):
+    """drop_exchange(cascade=False) on an exchange that still has queues bound to it."""
+
+    code = "exchange_in_use"
+    status_code = 409
+    default_message = "Queues are still bound to the exchange."
+
+
 class PermissionDenied(PgqError):
     code = "permission_denied"
     status_code = 403
@@ -100,6 +108,7 @@ class QueueFull(PgqError):
 
 __all__ = [
     "ExchangeAlreadyExists",
+    "ExchangeInUse",
     "ExchangeNotFound",
     "InvalidArgument",
     "InvalidMessage",

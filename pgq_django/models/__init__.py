@@ -1,13 +1,21 @@
+from .exchanges import Binding, Exchange, ExchangeType
+from .grants import AccessKey, ExchangeGrant, QueueGrant
 from .messages import ArchivedMessage, Message, Outcome, QueueCounter, Receipt
 from .queues import QUEUE_NAME_PATTERN, Backoff, Queue
 
 __all__ = [
     "QUEUE_NAME_PATTERN",
+    "AccessKey",
     "ArchivedMessage",
     "Backoff",
+    "Binding",
+    "Exchange",
+    "ExchangeGrant",
+    "ExchangeType",
     "Message",
     "Outcome",
     "Queue",
     "QueueCounter",
+    "QueueGrant",
     "Receipt",
 ]

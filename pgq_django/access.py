@@ -1,0 +1,110 @@
+"""The one answer to "may this user do X on Y?", used by every entry point.
+
+REST views, the SQS endpoint and the admin all ask :func:`may` (or :func:`require`, which
+raises) before they call the functional API; the functional API itself trusts its caller, as
+Django's ORM does. The rule is written once, as a queryset filter (:func:`queues_for`,
+:func:`exchanges_for`), so "which queues may this user see" and "may this user read this
+queue" can never disagree.
+
+Rights (pgpro_queue's, mapped onto Django users and groups):
+
+=========  ==========  ================================================================
+target     right       allows
+=========  ==========  ================================================================
+queue      ``read``    lease, pop, browse and acknowledge messages
+queue      ``write``   send messages
+queue      ``manage``  purge, pause/resume, redrive, alter, drop, bind, change grants
+exchange   ``publish`` publish through the exchange
+exchange   ``manage``  drop the exchange, change its grants (owner and superusers only)
+=========  ==========  ================================================================
+
+Active superusers and the owner of the queue or exchange have every right; an anonymous or
+inactive user has none; anyone else has the union of the grants made to them and to their
+groups.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from .exceptions import InvalidArgument, PermissionDenied
+from .models import Exchange, ExchangeGrant, Queue, QueueGrant
+
+QUEUE_RIGHTS = ("read", "write", "manage")
+EXCHANGE_RIGHTS = ("publish", "manage")
+
+
+def _is_superuser(user: Any) -> bool:
+    return bool(user is not None and user.is_active and user.is_superuser)
+
+
+def _is_anonymous(user: Any) -> bool:
+    return user is None or not user.is_authenticated or not user.is_active
+
+
+def _granted(grants: QuerySet[Any], user: Any, right_field: str) -> Exists:
+    """Some grant row with the right, to the user or one of their groups, for the outer row."""
+    return Exists(
+        grants.filter(**{right_field: True}).filter(Q(user=user) | Q(group__in=user.groups.all()))
+    )
+
+
+def queues_for(user: Any, right: str) -> QuerySet[Queue]:
+    """The queues on which ``user`` has ``right`` (read, write or manage)."""
+    if right not in QUEUE_RIGHTS:
+        raise InvalidArgument(
+            f"A queue right is one of {', '.join(QUEUE_RIGHTS)}, not {right!r}.", field="right"
+        )
+    if _is_superuser(user):
+        return Queue.objects.all()
+    if _is_anonymous(user):
+        return Queue.objects.none()
+    grants = QueueGrant.objects.filter(queue=OuterRef("pk"))
+    return Queue.objects.filter(Q(owner=user) | _granted(grants, user, f"can_{right}"))
+
+
+def exchanges_for(user: Any, right: str) -> QuerySet[Exchange]:
+    """The exchanges on which ``user`` has ``right`` (publish or manage)."""
+    if right not in EXCHANGE_RIGHTS:
+        raise InvalidArgument(
+            f"An exchange right is one of {', '.join(EXCHANGE_RIGHTS)}, not {right!r}.",
+            field="right",
+        )
+    if _is_superuser(user):
+        return Exchange.objects.all()
+    if _is_anonymous(user):
+        return Exchange.objects.none()
+    if right == "manage":
+        return Exchange.objects.filter(owner=user)
+    grants = ExchangeGrant.objects.filter(exchange=OuterRef("pk"))
+    return Exchange.objects.filter(Q(owner=user) | _granted(grants, user, "can_publish"))
+
+
+def may(user: Any, right: str, target: Queue | Exchange | str) -> bool:
+    """Whether ``user`` may exercise ``right`` on ``target``; one query at most.
+
+    ``target`` is a Queue, an Exchange, or a name: an exchange name for ``publish``, a
+    queue name otherwise. An unknown name answers False (the caller reports "not found").
+    """
+    if isinstance(target, Exchange) or (isinstance(target, str) and right == "publish"):
+        found = exchanges_for(user, right)
+    else:
+        found = queues_for(user, right)
+    if _is_superuser(user) and not isinstance(target, str):
+        return True
+    if isinstance(target, str):
+        return found.filter(name=target).exists()
+    return found.filter(pk=target.pk).exists()
+
+
+def require(user: Any, right: str, target: Queue | Exchange | str) -> None:
+    """Raise PermissionDenied unless :func:`may` says yes."""
+    if not may(user, right, target):
+        name = target if isinstance(target, str) else target.name
+        kind = "exchange" if isinstance(target, Exchange) or right == "publish" else "queue"
+        who = getattr(user, "get_username", lambda: "anonymous")() if user else "anonymous"
+        raise PermissionDenied(
+            f"{who} may not {right} on {kind} {name!r}.", right=right, target=name, kind=kind
+        )

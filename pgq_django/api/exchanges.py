@@ -1,0 +1,174 @@
+"""Exchanges: create, drop, bind queues to them, and publish through them.
+
+Routing rules are in :mod:`pgq_django.routing`; publishing is one statement that inserts one
+message per matched queue, so a publish inside ``transaction.atomic()`` commits or rolls back
+all its copies together with the caller's own rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from .. import routing
+from ..conf import settings
+from ..exceptions import (
+    ExchangeAlreadyExists,
+    ExchangeInUse,
+    ExchangeNotFound,
+    InvalidArgument,
+    MessageTooLarge,
+)
+from ..models import Binding, Exchange, ExchangeType, Queue
+from . import validation as v
+from .messages import _send_options
+from .queues import get_queue
+
+
+def _db() -> str:
+    return settings.DATABASE
+
+
+def get_exchange(exchange: Any) -> Exchange:
+    """The Exchange for a name or instance; raises ExchangeNotFound."""
+    name = v.name(exchange, kind="exchange")
+    try:
+        return Exchange.objects.using(_db()).get(name=name)
+    except Exchange.DoesNotExist:
+        raise ExchangeNotFound(f"Exchange {name!r} does not exist.", exchange=name) from None
+
+
+def create_exchange(name: str, type: str = "fanout", *, owner: Any = None) -> Exchange:
+    """Create an exchange of type fanout, direct, topic or headers.
+
+    Raises ExchangeAlreadyExists when the name is taken; nothing is changed then.
+    """
+    name = v.name(name, kind="exchange")
+    if type not in ExchangeType.values:
+        raise InvalidArgument(
+            f"type must be one of {', '.join(ExchangeType.values)}, not {type!r}.", field="type"
+        )
+    try:
+        with transaction.atomic(using=_db()):
+            return Exchange.objects.using(_db()).create(name=name, type=type, owner=owner)
+    except IntegrityError:
+        raise ExchangeAlreadyExists(f"Exchange {name!r} already exists.", exchange=name) from None
+
+
+def list_exchanges() -> list[Exchange]:
+    return list(Exchange.objects.using(_db()).order_by("name"))
+
+
+def drop_exchange(name: Any, *, cascade: bool = False) -> bool:
+    """Remove an exchange; False if there was no such exchange.
+
+    While queues are bound to it this raises ExchangeInUse, unless ``cascade`` is true: then
+    the bound queues are dropped too, with their messages (pgpro_queue's cascade). To keep
+    the queues, unbind them first. The exchange row is locked for the check, so a binding
+    made concurrently either lands before (and is seen) or waits and then fails.
+    """
+    name = v.name(name, kind="exchange")
+    if not isinstance(cascade, bool):
+        raise InvalidArgument(f"cascade must be True or False, not {cascade!r}.", field="cascade")
+    with transaction.atomic(using=_db()):
+        exchange = Exchange.objects.using(_db()).select_for_update().filter(name=name).first()
+        if exchange is None:
+            return False
+        bound = Queue.objects.using(_db()).filter(bindings__exchange=exchange).distinct()
+        if not cascade:
+            names = sorted(bound.values_list("name", flat=True))
+            if names:
+                raise ExchangeInUse(
+                    f"Exchange {name!r} still has queues bound: {', '.join(names)}; unbind "
+                    "them or drop with cascade=True to drop them too.",
+                    exchange=name,
+                    queues=names,
+                )
+        else:
+            Queue.objects.using(_db()).filter(
+                pk__in=list(bound.values_list("pk", flat=True))
+            ).delete()
+        exchange.delete(using=_db())
+    return True
+
+
+def bind_queue(
+    queue: Any, exchange: Any, routing_key: str | None = None, *, filters: Any = None
+) -> Binding:
+    """Route the exchange's messages to the queue.
+
+    ``routing_key`` is a key (direct) or an AMQP pattern (topic); fanout and headers
+    exchanges ignore it. ``filters`` (``{"attr": ["v1", "v2"]}``) narrow any type. Binding
+    the same queue with the same key again replaces the filters instead of adding a second
+    route; a queue bound in several matching ways still gets each message once.
+    """
+    key = routing.routing_key(routing_key)
+    clean = routing.binding_filters(filters)
+    x = get_exchange(exchange)
+    q = get_queue(queue)
+    with transaction.atomic(using=_db()):
+        binding = (
+            Binding.objects.using(_db())
+            .select_for_update()
+            .filter(exchange=x, queue=q, routing_key=key)
+            .first()
+        )
+        if binding is None:
+            binding = Binding(exchange=x, queue=q, routing_key=key)
+        binding.filters = clean
+        binding.save(using=_db())
+    return binding
+
+
+def unbind_queue(queue: Any, exchange: Any, routing_key: str | None = None) -> int:
+    """Stop routing to the queue: one routing key, or every binding when ``routing_key`` is
+    None. Returns how many bindings were removed (0 is not an error)."""
+    x = get_exchange(exchange)
+    q = get_queue(queue)
+    found = Binding.objects.using(_db()).filter(exchange=x, queue=q)
+    if routing_key is not None:
+        found = found.filter(routing_key=routing.routing_key(routing_key))
+    deleted, _ = found.delete()
+    return deleted
+
+
+def list_bindings(*, exchange: Any = None, queue: Any = None) -> list[Binding]:
+    """Bindings of one exchange, one queue, both, or all, with their exchange and queue."""
+    found = Binding.objects.using(_db()).select_related("exchange", "queue")
+    if exchange is not None:
+        found = found.filter(exchange=get_exchange(exchange))
+    if queue is not None:
+        found = found.filter(queue=get_queue(queue))
+    return list(found.order_by("exchange__name", "queue__name", "routing_key"))
+
+
+def publish(
+    exchange: Any, message: Any, *, routing_key: str | None = None, **send_options: Any
+) -> list[int]:
+    """Send a copy of ``message`` to every queue the exchange routes it to; returns the ids.
+
+    Accepts :func:`pgq_django.send`'s options (headers, attributes, priority, delay …),
+    applied to every copy. No matching binding is not an error: the answer is ``[]``. A body
+    larger than any matched queue accepts raises MessageTooLarge and sends nothing.
+    """
+    name = v.name(exchange, kind="exchange")
+    key = routing.routing_key(routing_key)
+    opts = _send_options(**send_options)
+    body = v.body(message, send_options.get("headers"))
+    size = len(body.encode())
+    exchange_id, ids, too_large = Exchange.objects.db_manager(_db()).publish_body(
+        name, body, size=size, routing_key=key, **opts
+    )
+    if exchange_id is None:
+        raise ExchangeNotFound(f"Exchange {name!r} does not exist.", exchange=name)
+    if too_large is not None:
+        limit = Queue.objects.using(_db()).get(name=too_large).max_message_size
+        raise MessageTooLarge(
+            f"The message is {size} bytes; queue {too_large!r} bound to exchange {name!r} "
+            f"accepts at most {limit}.",
+            queue=too_large,
+            size=size,
+            max_message_size=limit,
+        )
+    return ids
