@@ -272,6 +272,26 @@ WITH d AS (
 SELECT count(*) FROM d
 """
 
+# -- compact_counters -- Fold finished minutes of counter rows into one row per queue, kind
+# and minute, so counting stays cheap while per-minute history remains for charts.
+COMPACT_COUNTERS = """
+WITH old AS (
+    DELETE FROM pgq_queue_counter
+    WHERE at < date_trunc('minute', clock_timestamp())
+      AND id NOT IN (
+          SELECT min(id) FROM pgq_queue_counter
+          WHERE at < date_trunc('minute', clock_timestamp())
+          GROUP BY queue_id, kind, date_trunc('minute', at) HAVING count(*) = 1)
+    RETURNING queue_id, kind, n, at
+), folded AS (
+    INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
+    SELECT queue_id, kind, sum(n), date_trunc('minute', at) FROM old
+    GROUP BY queue_id, kind, date_trunc('minute', at)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM old), (SELECT count(*) FROM folded)
+"""
+
 # -- metrics -- PGMQ's queue metrics plus in-flight and dead-letter counts, per queue.
 METRICS = """
 SELECT q.name,
@@ -433,6 +453,10 @@ class MessageManager(_SqlManager.from_queryset(MessageQuerySet)):  # type: ignor
 
     def expire(self, queue_id: int | None = None) -> int:
         return self._execute(EXPIRE, {"queue_id": queue_id}).fetchone()[0]
+
+    def compact_counters(self) -> tuple[int, int]:
+        """Returns (rows removed, rows written); run by worker maintenance."""
+        return self._execute(COMPACT_COUNTERS, {}).fetchone()
 
     def metrics_rows(self, queue: str | None) -> list[tuple[Any, ...]]:
         return self._execute(METRICS, {"queue": queue}).fetchall()

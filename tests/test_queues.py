@@ -144,3 +144,24 @@ def test_metrics_all_reports_every_queue(make_queue):
     assert found == {a.name: 1, b.name: 0}
     with pytest.raises(pgq.QueueNotFound):
         pgq.metrics("nope")
+
+
+def test_compacting_counters_keeps_totals_and_per_minute_history(queue):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from pgq_django.models import QueueCounter
+
+    for _ in range(5):
+        pgq.send(queue, "m")
+    two_minutes_ago = timezone.now() - timedelta(minutes=2)
+    QueueCounter.objects.filter(queue=queue).update(at=two_minutes_ago)
+    pgq.send(queue, "this minute")
+    before = pgq.metrics(queue).total_messages
+
+    removed, written = Message.objects.compact_counters()
+    assert (removed, written) == (5, 1)
+    assert pgq.metrics(queue).total_messages == before == 6
+    assert QueueCounter.objects.filter(queue=queue, kind="sent").count() == 2
+    assert Message.objects.compact_counters() == (0, 0)

@@ -249,6 +249,7 @@ class Migration(migrations.Migration):
                     "queue",
                     models.ForeignKey(
                         db_constraint=False,
+                        db_index=False,
                         on_delete=django.db.models.deletion.DO_NOTHING,
                         related_name="+",
                         to="pgq_django.queue",
