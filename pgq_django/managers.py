@@ -15,12 +15,10 @@ validate arguments before they get here; values always travel as query parameter
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connections, models
-
-if TYPE_CHECKING:
-    from .models import Message
+from django.db.models.functions import Now
 
 # Columns shared by the live and the archive tables, in table order.
 MESSAGE_COLUMNS = (
@@ -319,17 +317,17 @@ def _refs_params(refs: Sequence[MessageRef]) -> dict[str, list[Any]]:
     return {"ids": [r[0] for r in refs], "cts": [r[1] for r in refs]}
 
 
-class MessageQuerySet(models.QuerySet["Message"]):
+class MessageQuerySet(models.QuerySet):
     """ORM-side filters for browsing messages (admin, REST lists); leasing is on the manager."""
 
     def for_queue(self, name: str) -> MessageQuerySet:
         return self.filter(queue__name=name)
 
     def visible(self) -> MessageQuerySet:
-        return self.filter(vt__lte=models.functions.Now())
+        return self.filter(vt__lte=Now())
 
     def in_flight(self) -> MessageQuerySet:
-        return self.filter(vt__gt=models.functions.Now(), read_ct__gt=0)
+        return self.filter(vt__gt=Now(), read_ct__gt=0)
 
 
 class _SqlManager(models.Manager):
@@ -362,7 +360,10 @@ class _SqlManager(models.Manager):
         return objs
 
 
-class MessageManager(_SqlManager.from_queryset(MessageQuerySet)):  # type: ignore[misc]
+_MessageManagerBase = _SqlManager.from_queryset(MessageQuerySet)
+
+
+class MessageManager(_MessageManagerBase):
     """``Message.objects``: the lease/ack operations as single statements."""
 
     def send_bodies(self, queue: str, bodies: Sequence[str], *, size: int, **options: Any) -> Any:
@@ -380,7 +381,7 @@ class MessageManager(_SqlManager.from_queryset(MessageQuerySet)):  # type: ignor
 
     def lease(
         self, queue: str, *, qty: int, vt: float | None, filters: dict[str, Any] | None = None
-    ) -> list[Message]:
+    ) -> list[Any]:
         """Lease up to ``qty`` messages (``SELECT … FOR UPDATE SKIP LOCKED`` + UPDATE)."""
         clause, params = _filter_clause(filters or {})
         sql = READ.format(filters=clause)
@@ -388,14 +389,14 @@ class MessageManager(_SqlManager.from_queryset(MessageQuerySet)):  # type: ignor
         rows = self._execute(sql, params).fetchall()
         return sorted(self._instances(rows), key=lambda m: (m.priority, m.msg_id))
 
-    def pop(self, queue: str, *, qty: int) -> list[Message]:
+    def pop(self, queue: str, *, qty: int) -> list[Any]:
         rows = self._execute(POP.format(filters=""), {"queue": queue, "qty": qty}).fetchall()
         return sorted(self._instances(rows), key=lambda m: (m.priority, m.msg_id))
 
     def queue_state(self, queue: str) -> tuple[int, bool, int] | None:
         return self._execute(QUEUE_STATE, [queue]).fetchone()
 
-    def read_by_id(self, queue: str, msg_id: int) -> tuple[int | None, Message | None]:
+    def read_by_id(self, queue: str, msg_id: int) -> tuple[int | None, Any]:
         row = self._execute(READ_BY_ID, {"queue": queue, "msg_id": msg_id}).fetchone()
         if row is None:
             return None, None
@@ -425,7 +426,7 @@ class MessageManager(_SqlManager.from_queryset(MessageQuerySet)):  # type: ignor
         }
         return self._execute(ARCHIVE, params).fetchone()
 
-    def set_vt(self, queue: str, ref: MessageRef, vt: float) -> tuple[int | None, Message | None]:
+    def set_vt(self, queue: str, ref: MessageRef, vt: float) -> tuple[int | None, Any]:
         params = {"queue": queue, "msg_id": ref[0], "ct": ref[1], "vt": vt}
         row = self._execute(SET_VT, params).fetchone()
         found = self._instances([row], offset=1)
