@@ -51,6 +51,18 @@ _EXPORTS: dict[str, str] = {
     "reset_queue_access": "api.grants",
     "grant_publish_access": "api.grants",
     "revoke_publish_access": "api.grants",
+    # delivery: cancellation, completion tracking, redrive, callbacks, worker handlers
+    "cancel": "api.delivery",
+    "cancel_requested": "api.delivery",
+    "result": "api.delivery",
+    "Result": "api.delivery",
+    "redrive": "api.delivery",
+    "register_callback": "api.delivery",
+    "unregister_callback": "api.delivery",
+    "complete": "api.delivery",
+    "release_leases": "api.delivery",
+    "archive_cancelled": "api.delivery",
+    "handler": "worker.registry",
     # metrics
     "metrics": "api.stats",
     "metrics_all": "api.stats",

@@ -85,6 +85,13 @@ def send_batch(queue: Any, messages: Iterable[Any], **options: Any) -> list[int]
     if not bodies:
         return []
     size = max(len(b.encode()) for b in bodies)
+    if opts["dedup_id"] is not None:
+        if len(bodies) != 1:
+            raise InvalidArgument("dedup_id applies to one message; send them one by one.",
+                                  field="dedup_id")
+        from .delivery import send_deduplicated
+
+        return [send_deduplicated(name, bodies[0], size=size, **opts)]
     queue_id, ids = _manager().send_bodies(name, bodies, size=size, **opts)
     if queue_id is None:
         raise _missing(name, size=size)

@@ -1,0 +1,253 @@
+"""Cancellation, completion tracking, redrive and queue callbacks.
+
+These sit beside :mod:`.messages`: each validates its arguments, runs one named statement of
+:mod:`pgq_django.delivery`, and turns "no such queue" into QueueNotFound.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .. import delivery as sql
+from ..conf import settings
+from ..exceptions import InvalidArgument, QueueNotFound
+from ..models import Outcome
+from . import validation as v
+from .messages import _missing, _ref
+
+# Outcomes a live message can have in a Result, beside the archive's outcomes.
+PENDING = "pending"
+LEASED = "leased"
+
+
+@dataclass(frozen=True)
+class Result:
+    """Where a message is now, and how it ended if it has (``pgq.result``).
+
+    ``outcome`` is ``pending`` or ``leased`` while the message is live, else the archive's
+    outcome: ``acked`` (``result`` holds the handler's return value when the queue archives
+    acknowledged messages), ``dead`` (``error`` holds the last error), ``expired``,
+    ``cancelled`` or ``archived``.
+    """
+
+    msg_id: int
+    queue_name: str
+    outcome: str
+    result: Any = None
+    error: str | None = None
+    attempts: int = 0
+    enqueued_at: datetime | None = None
+    finished_at: datetime | None = None
+    headers: dict[str, Any] = field(default_factory=dict)
+    message: Any = None
+    cancel_requested: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.outcome not in (PENDING, LEASED)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.outcome == Outcome.ACKED
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def result(msg_id: Any) -> Result | None:
+    """The state of a message by id, live or archived; None if it left no trace.
+
+    A message deleted by an ack on a queue without ``archive_on_ack`` leaves no trace, so
+    queues whose outcomes matter (task queues) should archive on ack.
+    """
+    ident = _ref(msg_id)[0]
+    row = sql.run(sql.RESULT, {"msg_id": ident})
+    if row is None:
+        return None
+    _where, queue_name, outcome, value, error, archived_at, *cols = row
+    columns = dict(zip(sql.MESSAGE_COLUMNS, cols, strict=True))
+    return Result(
+        msg_id=ident,
+        queue_name=queue_name,
+        outcome=outcome,
+        result=_json(value),
+        error=error,
+        attempts=columns["read_ct"],
+        enqueued_at=columns["enqueued_at"],
+        finished_at=archived_at,
+        headers=_json(columns["headers"]) or {},
+        message=_json(columns["message"]),
+        cancel_requested=columns["cancel_requested"],
+    )
+
+
+def cancel(queue: Any, msg_id: Any) -> bool:
+    """Cancel a message: a pending one is archived as ``cancelled`` at once; a leased one is
+    flagged ``cancel_requested`` (see :func:`cancel_requested`) and is archived as cancelled
+    instead of being delivered again. False for an unknown message."""
+    name = v.name(queue)
+    row = sql.run(sql.CANCEL, {"queue": name, "msg_id": _ref(msg_id)[0]})
+    if row is None or row[0] is None:
+        raise _missing(name)
+    return row[1] is not None
+
+
+def cancel_requested(msg_id: Any) -> bool:
+    """Whether :func:`cancel` was called for a message a handler is working on.
+
+    A long handler checks this between steps and stops early; it reads committed state, so it
+    sees a cancel made while the handler's own transaction is open.
+    """
+    row = sql.run(sql.CANCEL_REQUESTED, {"msg_id": _ref(msg_id)[0]})
+    return bool(row and row[0])
+
+
+def redrive(dead_letter_queue: Any, *, to: Any = None, limit: int | None = None) -> int:
+    """Move messages from a dead-letter queue back to where they failed (or to ``to``).
+
+    Oldest first, at most ``limit``. Each gets a fresh start (read_ct 0, visible now, expiry
+    renewed from the destination's retention); its dead-letter history moves to
+    ``headers["pgq_redriven"]``. Messages whose original queue no longer exists stay put.
+    Returns how many moved.
+    """
+    name = v.name(dead_letter_queue)
+    dest = None if to is None else v.name(to)
+    count = v.integer(limit, "limit", minimum=1, maximum=2**31 - 1, allow_none=True)
+    if dest is not None:
+        from .queues import get_queue
+
+        get_queue(dest)
+    row = sql.run(
+        sql.REDRIVE,
+        {"dlq": name, "to": dest, "limit": count, "channel": settings.NOTIFY_CHANNEL},
+    )
+    if row is None or row[0] is None:
+        raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name)
+    return int(row[1])
+
+
+def register_callback(queue: Any, callback: str) -> Any:
+    """Set the dotted path of the function workers call for each message (pgpro).
+
+    A handler registered with ``@pgq.handler`` for the same queue takes precedence.
+    """
+    from django.utils.module_loading import import_string
+
+    from .queues import alter_queue
+
+    path = v.text(callback, "callback", allow_none=False, max_length=255)
+    try:
+        target = import_string(path)
+    except ImportError as exc:
+        raise InvalidArgument(
+            f"callback {path!r} cannot be imported: {exc}.", field="callback"
+        ) from None
+    if not callable(target):
+        raise InvalidArgument(f"callback {path!r} is not callable.", field="callback")
+    return alter_queue(queue, callback=path)
+
+
+def unregister_callback(queue: Any) -> Any:
+    """Remove a queue's callback; its messages wait until a handler or callback appears."""
+    from .queues import alter_queue
+
+    return alter_queue(queue, callback="")
+
+
+def send_deduplicated(name: str, body: str, *, size: int, **options: Any) -> int:
+    """Send one message under a dedup_id; a repeat within 5 minutes returns the first id.
+
+    Called by :func:`pgq_django.send` when ``dedup_id`` is given.
+    """
+    row = sql.run(
+        sql.SEND_DEDUPLICATED,
+        {
+            "queue": name,
+            "body": body,
+            "size": size,
+            "window": sql.DEDUP_WINDOW_SECONDS,
+            "channel": settings.NOTIFY_CHANNEL,
+            **options,
+        },
+    )
+    if row is None or row[0] is None:
+        raise _missing(name, size=size)
+    return int(row[1])
+
+
+def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
+    """Acknowledge a message and record what its handler produced.
+
+    Like :func:`pgq_django.delete` (a receipt fences out a consumer whose lease was taken
+    over), and on a queue with ``archive_on_ack`` the archived copy keeps ``result`` (any
+    JSON-serialisable value) for :func:`result` and the tasks backend to read.
+    """
+    from django.core.serializers.json import DjangoJSONEncoder
+
+    from ..models import Message
+
+    name = v.name(queue)
+    encoded = None
+    if result is not None:
+        try:
+            encoded = json.dumps(result, cls=DjangoJSONEncoder)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(
+                f"result is not JSON-serialisable: {exc}.", field="result"
+            ) from None
+    queue_id, deleted = Message.objects.db_manager(settings.DATABASE).ack(
+        name, [_ref(msg_id)], result=encoded
+    )
+    if queue_id is None:
+        raise _missing(name)
+    return bool(deleted)
+
+
+def release_leases(queue: Any, msg_ids: Any) -> list[int]:
+    """Hand leased messages back unstarted: visible now, the unused delivery not counted.
+
+    Takes receipts (or leased Message objects); a receipt whose lease was already taken over
+    is skipped. Returns the ids released.
+    """
+    from .messages import _refs
+
+    name = v.name(queue)
+    _single, refs = _refs(msg_ids)
+    if any(ct is None for _id, ct in refs):
+        raise InvalidArgument("release_leases needs receipts or leased messages, not bare ids.")
+    row = sql.run(
+        sql.RELEASE_LEASES,
+        {
+            "queue": name,
+            "ids": [r[0] for r in refs],
+            "cts": [r[1] for r in refs],
+            "channel": settings.NOTIFY_CHANNEL,
+        },
+    )
+    if row is None or row[0] is None:
+        raise _missing(name)
+    return list(row[1])
+
+
+def archive_cancelled(queue: Any, msg_id: Any) -> bool:
+    """Archive a leased message whose cancellation was requested, as ``cancelled``.
+
+    The worker calls this instead of running the handler when it leases a message that was
+    cancelled while it waited for a retry.
+    """
+    from ..models import Message
+
+    name = v.name(queue)
+    queue_id, moved = Message.objects.db_manager(settings.DATABASE).archive(
+        name, [_ref(msg_id)], outcome=Outcome.CANCELLED
+    )
+    if queue_id is None:
+        raise _missing(name)
+    return bool(moved)

@@ -1,0 +1,148 @@
+"""``manage.py pgq_worker``: run the handlers of queued messages.
+
+The command only parses and checks its arguments and starts a
+:class:`pgq_django.worker.loop.Worker`; everything else lives in the worker package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from pgq_django.conf import settings
+
+
+def positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return number
+
+
+def non_negative_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not number >= 0:
+        raise argparse.ArgumentTypeError("must be zero or more seconds")
+    return number
+
+
+class Command(BaseCommand):
+    help = "Lease messages and run their handlers until stopped (SIGTERM/SIGINT)."
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--queue",
+            action="append",
+            dest="queues",
+            metavar="QUEUE",
+            help="Serve this queue (repeatable). Default: every queue with a handler.",
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=positive_int,
+            default=None,
+            help="Worker threads (default PGQ['WORKER_CONCURRENCY']).",
+        )
+        parser.add_argument("--min-workers", type=positive_int, default=None)
+        parser.add_argument(
+            "--max-workers",
+            type=positive_int,
+            default=None,
+            help="Grow up to this many threads while messages wait.",
+        )
+        parser.add_argument(
+            "--idle-timeout",
+            type=non_negative_float,
+            default=60.0,
+            help="Seconds a thread above --min-workers may idle before it stops.",
+        )
+        parser.add_argument(
+            "--once", action="store_true", help="Drain what is visible, then exit (cron, tests)."
+        )
+        parser.add_argument(
+            "--grace",
+            type=non_negative_float,
+            default=None,
+            help="Seconds a stop waits for running handlers (default PGQ['WORKER_GRACE_PERIOD']).",
+        )
+        parser.add_argument(
+            "--poll-interval",
+            type=non_negative_float,
+            default=None,
+            help="Fallback poll interval in seconds when no NOTIFY arrives.",
+        )
+        parser.add_argument(
+            "--no-listen", action="store_true", help="Do not LISTEN for wake-ups; poll only."
+        )
+        parser.add_argument(
+            "--no-maintenance",
+            action="store_true",
+            help="Never take part in leader election and maintenance.",
+        )
+        parser.add_argument(
+            "--import",
+            action="append",
+            dest="imports",
+            default=[],
+            metavar="MODULE",
+            help="Import this module to register handlers (besides each app's pgq_handlers).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from pgq_django.exceptions import PgqError
+        from pgq_django.worker.loop import Worker
+        from pgq_django.worker.registry import autodiscover
+
+        self._configure_logging(options["verbosity"])
+        if options["concurrency"] and (options["min_workers"] or options["max_workers"]):
+            raise CommandError("Use --concurrency or --min-workers/--max-workers, not both.")
+        concurrency = options["concurrency"] or settings.WORKER_CONCURRENCY
+        min_workers = options["min_workers"] or (
+            min(concurrency, options["max_workers"]) if options["max_workers"] else concurrency
+        )
+        if options["max_workers"] and options["max_workers"] < min_workers:
+            raise CommandError("--max-workers must be at least --min-workers.")
+        try:
+            autodiscover(options["imports"])
+            worker = Worker(
+                options["queues"],
+                min_workers=min_workers,
+                max_workers=options["max_workers"] or min_workers,
+                idle_timeout=options["idle_timeout"],
+                once=options["once"],
+                grace=_or(options["grace"], settings.WORKER_GRACE_PERIOD),
+                poll_interval=_or(options["poll_interval"], settings.WORKER_POLL_INTERVAL),
+                listen=not options["no_listen"],
+                lead=not options["no_maintenance"],
+                maintenance_interval=settings.WORKER_MAINTENANCE_INTERVAL,
+            )
+        except (PgqError, ImportError) as exc:
+            raise CommandError(str(exc)) from None
+        if not worker.handlers:
+            raise CommandError("No queue has a handler: nothing to do.")
+        code = worker.run()
+        if code:
+            sys.exit(code)
+
+    def _configure_logging(self, verbosity: int) -> None:
+        log = logging.getLogger("pgq_django.worker")
+        if not log.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+            log.addHandler(handler)
+            log.propagate = False
+        log.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
+
+
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value

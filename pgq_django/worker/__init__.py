@@ -1,0 +1,12 @@
+"""The worker: runs handlers for queued messages (``manage.py pgq_worker``).
+
+Small parts, each with its own job and tests (River's layout): :mod:`.registry` maps queues
+to handlers, :mod:`.executor` runs one message inside a transaction with its ack,
+:mod:`.leases` keeps long handlers' leases alive, :mod:`.notifier` turns LISTEN/NOTIFY into
+wake-ups, :mod:`.leader` elects one maintenance runner per database, :mod:`.maintenance`
+holds its duties, and :mod:`.loop` composes them into the :class:`Worker` the command starts.
+"""
+
+from .registry import Handler, handler
+
+__all__ = ["Handler", "handler"]

@@ -1,0 +1,107 @@
+"""Run one leased message: the handler and its ack in one transaction, a nack on failure.
+
+The ack is the receipt-fenced delete at the end of the handler's transaction, so the
+handler's own database writes commit exactly when the message is acknowledged. If the
+worker dies mid-handler the transaction rolls back and the message comes back when its lease
+expires; if the lease was lost to another consumer meanwhile, the fenced delete finds
+nothing and the handler's writes are rolled back too. Either way the database sees the
+handler's effects once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from enum import StrEnum
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.db import transaction
+
+import pgq_django as pgq
+
+from ..conf import settings
+from .registry import Handler
+
+logger = logging.getLogger("pgq_django.worker")
+
+# Longest error text kept with a failed message (the nack stores it in the DLQ history).
+MAX_ERROR_LENGTH = 20_000
+
+
+class Outcome(StrEnum):
+    ACKED = "acked"
+    FAILED = "failed"
+    LEASE_LOST = "lease_lost"
+    CANCELLED = "cancelled"
+
+
+class LeaseLost(Exception):
+    """The message was leased again by someone else before this handler finished."""
+
+
+def describe_error(exc: BaseException) -> str:
+    """The error text stored with a failed message: the traceback, ending in the exception."""
+    text = "".join(traceback.format_exception(exc))
+    return text if len(text) <= MAX_ERROR_LENGTH else "…" + text[-MAX_ERROR_LENGTH:]
+
+
+def call_handler(entry: Handler, message: Any) -> Any:
+    """Call a sync handler directly and an async one on an event loop in this thread.
+
+    ``async_to_sync`` keeps Django's thread-sensitive calls (the async ORM) in this thread,
+    so an async handler's queries join the transaction around it.
+    """
+    if entry.is_async:
+        return async_to_sync(entry.func)(message)
+    return entry.func(message)
+
+
+def execute(entry: Handler, message: Any) -> Outcome:
+    """Handle one message; never raises for a handler's failure (a worker survives it)."""
+    queue = entry.queue
+    receipt = message.receipt
+    if message.cancel_requested:
+        pgq.archive_cancelled(queue, receipt)
+        logger.info("event=message_cancelled queue=%s msg_id=%s", queue, message.msg_id)
+        return Outcome.CANCELLED
+    started = time.monotonic()
+    try:
+        if entry.atomic:
+            with transaction.atomic(using=settings.DATABASE):
+                value = call_handler(entry, message)
+                if not pgq.complete(queue, receipt, result=value):
+                    raise LeaseLost(f"message {message.msg_id} was leased again meanwhile")
+        else:
+            value = call_handler(entry, message)
+            if not pgq.complete(queue, receipt, result=value):
+                raise LeaseLost(f"message {message.msg_id} was leased again meanwhile")
+    except LeaseLost:
+        logger.warning(
+            "event=lease_lost queue=%s msg_id=%s read_ct=%s", queue, message.msg_id, message.read_ct
+        )
+        return Outcome.LEASE_LOST
+    except Exception as exc:
+        error = describe_error(exc)
+        logger.warning(
+            "event=message_failed queue=%s msg_id=%s read_ct=%s error=%r",
+            queue,
+            message.msg_id,
+            message.read_ct,
+            f"{type(exc).__name__}: {exc}",
+        )
+        try:
+            pgq.nack(queue, receipt, error=error)
+        except Exception:
+            # The lease will expire and the message come back; the worker carries on.
+            logger.exception("event=nack_failed queue=%s msg_id=%s", queue, message.msg_id)
+        return Outcome.FAILED
+    logger.debug(
+        "event=message_acked queue=%s msg_id=%s read_ct=%s duration_ms=%.2f",
+        queue,
+        message.msg_id,
+        message.read_ct,
+        (time.monotonic() - started) * 1000,
+    )
+    return Outcome.ACKED

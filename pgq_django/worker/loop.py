@@ -1,0 +1,322 @@
+"""The worker loop: threads that lease and run messages, composed with the other parts.
+
+``Worker(...).run()`` is what ``manage.py pgq_worker`` calls. Each worker thread leases a
+batch from the served queues (round robin), runs each message through the executor, and when
+nothing is visible waits for a NOTIFY wake-up or the poll interval. The main thread handles
+signals, scales the thread count between min and max by backlog, and on SIGTERM/SIGINT stops
+leasing, lets in-flight handlers finish within the grace period and releases the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import close_old_connections, connections
+
+import pgq_django as pgq
+
+from ..exceptions import QueueNotFound, QueuePaused
+from . import maintenance
+from .executor import execute
+from .leader import Leader
+from .leases import LeaseExtender
+from .notifier import Notifier, Wakeup
+from .registry import Handler, resolve
+
+logger = logging.getLogger("pgq_django.worker")
+
+
+@dataclass
+class _Slot:
+    """One worker thread and what the main thread needs to know about it."""
+
+    index: int
+    thread: threading.Thread | None = None
+    busy: bool = False
+    idle_since: float = field(default_factory=time.monotonic)
+    processed: int = 0
+    retiring: bool = False
+
+
+class Worker:
+    """Runs the handlers of ``queues`` (default: every queue that has one) until stopped.
+
+    ``concurrency`` fixes the thread count; ``min_workers``/``max_workers`` let it grow
+    while there is a backlog and shrink after ``idle_timeout`` seconds idle. ``once`` drains
+    what is visible and returns. ``grace`` bounds how long a stop waits for handlers.
+    """
+
+    def __init__(
+        self,
+        queues: list[str] | None = None,
+        *,
+        concurrency: int = 1,
+        min_workers: int | None = None,
+        max_workers: int | None = None,
+        idle_timeout: float = 60.0,
+        once: bool = False,
+        grace: float = 30.0,
+        poll_interval: float = 1.0,
+        listen: bool = True,
+        lead: bool = True,
+        maintenance_interval: float = 60.0,
+        handlers: dict[str, Handler] | None = None,
+    ) -> None:
+        self.handlers = handlers if handlers is not None else resolve(queues)
+        self.min_workers = min_workers if min_workers is not None else concurrency
+        self.max_workers = max(max_workers or self.min_workers, self.min_workers)
+        self.idle_timeout = idle_timeout
+        self.once = once
+        self.grace = grace
+        self.poll_interval = poll_interval
+        self.listen = listen and not once
+        self.lead = lead and not once
+        self.maintenance_interval = maintenance_interval
+        self.worker_id = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.stopping = threading.Event()
+        self.wakeup = Wakeup()
+        self.leases = LeaseExtender()
+        self.lease_lengths = self._lease_lengths()
+        self.notifier: Notifier | None = None
+        self.leader: Leader | None = None
+        self._slots: list[_Slot] = []
+        self._lock = threading.Lock()
+        self._next = 0
+        self._signals = 0
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def _lease_lengths(self) -> dict[str, float]:
+        from ..models import Queue
+
+        timeouts = dict(
+            Queue.objects.filter(name__in=list(self.handlers)).values_list(
+                "name", "visibility_timeout"
+            )
+        )
+        return {
+            name: float(entry.vt if entry.vt is not None else timeouts.get(name, 30.0))
+            for name, entry in self.handlers.items()
+        }
+
+    def start(self) -> None:
+        """Start the shared services and the first threads (``run`` calls this)."""
+        logger.info(
+            "event=worker_started worker=%s queues=%s threads=%s-%s",
+            self.worker_id,
+            ",".join(sorted(self.handlers)),
+            self.min_workers,
+            self.max_workers,
+        )
+        self.leases.start()
+        if self.listen:
+            self.notifier = Notifier(self.handlers, self.wakeup)
+            self.notifier.start()
+        if self.lead:
+            self.leader = Leader(maintenance.default_duties(self.maintenance_interval))
+            self.leader.start()
+        for _ in range(self.min_workers):
+            self._add_slot()
+
+    def run(self) -> int:
+        """Run until drained (``once``) or stopped by a signal; returns the exit code."""
+        installed = self._install_signals()
+        try:
+            self.start()
+            while self._alive():
+                if self.stopping.wait(0.5):
+                    break
+                self._scale()
+            return self._shutdown()
+        finally:
+            for sig, previous in installed.items():
+                signal.signal(sig, previous)
+
+    def stop(self) -> None:
+        """Stop leasing; in-flight handlers finish and unstarted leases are released."""
+        self.stopping.set()
+        self.wakeup.bump()
+
+    def _install_signals(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        installed = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            installed[sig] = signal.signal(sig, self._on_signal)
+        return installed
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signals += 1
+        if self._signals == 1:
+            logger.info(
+                "event=stopping signal=%s grace=%s", signal.Signals(signum).name, self.grace
+            )
+            self.stop()
+        else:
+            logger.warning("event=forced_stop released=%s", self.leases.release_all())
+            os._exit(1)
+
+    def _alive(self) -> bool:
+        with self._lock:
+            return any(s.thread is not None and s.thread.is_alive() for s in self._slots)
+
+    def _shutdown(self) -> int:
+        deadline = time.monotonic() + self.grace
+        self.stop()
+        with self._lock:
+            threads = [s.thread for s in self._slots if s.thread is not None]
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        stuck = [t for t in threads if t.is_alive()]
+        if stuck:
+            released = self.leases.release_all()
+            logger.error(
+                "event=grace_expired handlers_running=%s released=%s", len(stuck), released
+            )
+            # Handlers cannot be interrupted; their transactions roll back as we exit.
+            os._exit(1)
+        for service in (self.leader, self.notifier):
+            if service is not None:
+                service.stop()
+        self.leases.stop()
+        processed = sum(s.processed for s in self._slots)
+        logger.info("event=worker_stopped worker=%s processed=%s", self.worker_id, processed)
+        return 0
+
+    # -- threads -------------------------------------------------------------------------
+
+    def _add_slot(self) -> None:
+        with self._lock:
+            slot = _Slot(len(self._slots))
+            slot.thread = threading.Thread(
+                target=self._thread_main,
+                args=(slot,),
+                name=f"pgq-worker-{slot.index}",
+                daemon=True,
+            )
+            self._slots.append(slot)
+        slot.thread.start()
+
+    def _live_slots(self) -> list[_Slot]:
+        with self._lock:
+            return [s for s in self._slots if s.thread is not None and s.thread.is_alive()]
+
+    def _scale(self) -> None:
+        """Add a thread while every thread is busy and messages are waiting."""
+        live = self._live_slots()
+        if self.once or len(live) >= self.max_workers or any(not s.busy for s in live):
+            return
+        if self._backlog() > 0:
+            logger.info("event=scale_up threads=%s", len(live) + 1)
+            self._add_slot()
+
+    def _backlog(self) -> int:
+        try:
+            return sum(
+                max(0, m.queue_length - m.in_flight)
+                for m in (pgq.metrics(q) for q in self.handlers)
+            )
+        except Exception:
+            logger.exception("event=backlog_check_failed")
+            return 0
+        finally:
+            close_old_connections()
+
+    def _should_retire(self, slot: _Slot) -> bool:
+        if time.monotonic() - slot.idle_since < self.idle_timeout:
+            return False
+        with self._lock:
+            live = [
+                s
+                for s in self._slots
+                if s.thread is not None and s.thread.is_alive() and s is not slot and not s.retiring
+            ]
+            if len(live) + 1 <= self.min_workers:
+                return False
+            slot.retiring = True
+        logger.info("event=scale_down threads=%s", len(live))
+        return True
+
+    def _thread_main(self, slot: _Slot) -> None:
+        try:
+            while not self.stopping.is_set():
+                seen = self.wakeup.generation
+                if self.work_once(slot):
+                    slot.idle_since = time.monotonic()
+                    continue
+                if self.once or self._should_retire(slot):
+                    break
+                self.wakeup.wait(seen, self.poll_interval)
+        finally:
+            connections.close_all()
+
+    def _queue_order(self) -> list[str]:
+        names = sorted(self.handlers)
+        with self._lock:
+            start = self._next % len(names)
+            self._next += 1
+        return names[start:] + names[:start]
+
+    def work_once(self, slot: _Slot | None = None) -> bool:
+        """Lease one batch from the first served queue that has visible messages and run it.
+
+        Returns whether anything was leased. Public so tests and embedding code can drive a
+        worker step by step in their own thread.
+        """
+        for queue in self._queue_order():
+            entry = self.handlers[queue]
+            try:
+                messages = pgq.read(queue, vt=entry.vt, qty=entry.batch)
+            except (QueuePaused, QueueNotFound):
+                continue
+            except Exception:
+                logger.exception("event=lease_failed queue=%s", queue)
+                close_old_connections()
+                continue
+            if messages:
+                self._run_batch(entry, messages, slot)
+                return True
+        return False
+
+    def _run_batch(self, entry: Handler, messages: list[Any], slot: _Slot | None) -> None:
+        length = self.lease_lengths.get(entry.queue, 30.0)
+        for message in messages:
+            self.leases.track(entry.queue, message, length)
+        if slot is not None:
+            slot.busy = True
+        try:
+            for i, message in enumerate(messages):
+                if self.stopping.is_set():
+                    self._release(entry.queue, messages[i:])
+                    return
+                try:
+                    execute(entry, message)
+                except Exception:
+                    # Only bookkeeping can fail here; the lease expires and it comes back.
+                    logger.exception(
+                        "event=execute_failed queue=%s msg_id=%s", entry.queue, message.msg_id
+                    )
+                    close_old_connections()
+                finally:
+                    self.leases.untrack(message)
+                if slot is not None:
+                    slot.processed += 1
+        finally:
+            if slot is not None:
+                slot.busy = False
+
+    def _release(self, queue: str, messages: list[Any]) -> None:
+        try:
+            released = pgq.release_leases(queue, [m.receipt for m in messages])
+            logger.info("event=leases_released queue=%s count=%s", queue, len(released))
+        except Exception:
+            logger.exception("event=release_failed queue=%s", queue)
+        for message in messages:
+            self.leases.untrack(message)

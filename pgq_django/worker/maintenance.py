@@ -1,0 +1,105 @@
+"""The periodic duties the leader runs: each small, named, with its own interval.
+
+Defaults: ``rescue`` (dead-letter messages that exhausted their attempts by crashing or
+hanging consumers), ``expire`` (archive messages past retention or expires_in), ``retention``
+(prune old archive rows and dedup claims), ``counters`` (fold counter rows per
+minute) and ``partitions`` (the hook the
+partitions module fills in: it runs ``pgq_django.partitions.run_maintenance()`` when that
+exists). Projects add their own with :func:`register_duty`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import close_old_connections
+
+logger = logging.getLogger("pgq_django.worker")
+
+
+@dataclass
+class Duty:
+    name: str
+    func: Callable[[], Any]
+    interval: float
+    last_run: float = field(default=float("-inf"))
+
+    def due(self, now: float) -> bool:
+        return now - self.last_run >= self.interval
+
+
+def rescue_expired_leases() -> int:
+    from ..delivery import dead_letter_expired_leases
+
+    return dead_letter_expired_leases()
+
+
+def expire_messages() -> int:
+    import pgq_django as pgq
+
+    return pgq.expire_messages()
+
+
+def enforce_retention() -> dict[str, int]:
+    from ..delivery import prune
+
+    return prune()
+
+
+def compact_counters() -> Any:
+    from ..conf import settings
+    from ..models import Message
+
+    return Message.objects.db_manager(settings.DATABASE).compact_counters()
+
+
+def partition_upkeep() -> Any:
+    """Run the partitions module's maintenance if it provides one (its own issue)."""
+    try:
+        module = importlib.import_module("pgq_django.partitions")
+    except ImportError:
+        return None
+    run = getattr(module, "run_maintenance", None)
+    return run() if callable(run) else None
+
+
+_extra: list[tuple[str, Callable[[], Any], float | None]] = []
+
+
+def register_duty(name: str, func: Callable[[], Any], interval: float | None = None) -> None:
+    """Add a duty the leader runs every ``interval`` seconds (default: the maintenance interval)."""
+    _extra.append((name, func, interval))
+
+
+def default_duties(interval: float) -> list[Duty]:
+    duties = [
+        Duty("rescue", rescue_expired_leases, min(5.0, interval)),
+        Duty("expire", expire_messages, interval),
+        Duty("retention", enforce_retention, interval),
+        Duty("counters", compact_counters, interval),
+        Duty("partitions", partition_upkeep, interval),
+    ]
+    duties += [Duty(name, func, every or interval) for name, func, every in _extra]
+    return duties
+
+
+def run_due(duties: list[Duty], *, force: bool = False) -> dict[str, Any]:
+    """Run each duty that is due; a failing duty is logged and does not stop the others."""
+    now = time.monotonic()
+    done: dict[str, Any] = {}
+    for duty in duties:
+        if not (force or duty.due(now)):
+            continue
+        duty.last_run = now
+        try:
+            done[duty.name] = duty.func()
+            logger.info("event=maintenance duty=%s result=%s", duty.name, done[duty.name])
+        except Exception:
+            logger.exception("event=maintenance_failed duty=%s", duty.name)
+            close_old_connections()
+    return done

@@ -1,0 +1,82 @@
+"""Turn LISTEN/NOTIFY into wake-ups for idle worker threads.
+
+One listening connection per worker process (River's shared notifier): a thread waits for
+notifications on the pgq channel and, when one names a queue this worker serves, bumps a
+generation counter that idle threads wait on. Threads also wake after the poll interval, so
+a lost connection or a message that became visible without a notification (a delay, an
+expired lease) is still picked up; polling is only the fallback.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+
+from django.db import connections
+
+logger = logging.getLogger("pgq_django.worker")
+
+
+class Wakeup:
+    """A generation counter idle threads wait on; ``bump`` wakes them all."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.generation = 0
+
+    def bump(self) -> None:
+        with self._cond:
+            self.generation += 1
+            self._cond.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> bool:
+        """Wait until the generation moves past ``seen``; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.generation != seen, timeout=timeout)
+
+
+class Notifier:
+    """A thread LISTENing for the served queues' notifications (start/stop)."""
+
+    def __init__(self, queues: Iterable[str], wakeup: Wakeup, *, alias: str | None = None) -> None:
+        self.queues = set(queues)
+        self.wakeup = wakeup
+        self.alias = alias
+        self.ready = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        from ..notify import Listener
+
+        listener = None
+        try:
+            while not self._stop.is_set():
+                try:
+                    if listener is None:
+                        listener = Listener(self.alias)
+                        self.ready.set()
+                        # Anything sent while we were not listening is found by this wake.
+                        self.wakeup.bump()
+                    if listener.wait(0.5) & self.queues:
+                        self.wakeup.bump()
+                except Exception:
+                    logger.exception("event=listener_failed; retrying in 1s")
+                    if listener is not None:
+                        listener.close()
+                    listener = None
+                    self._stop.wait(1.0)
+        finally:
+            if listener is not None:
+                listener.close()
+            connections.close_all()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="pgq-notifier", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

@@ -1,0 +1,139 @@
+"""Which function handles which queue.
+
+Handlers come from three places, in order of precedence: ``@pgq.handler("queue")`` in an
+installed app's ``pgq_handlers`` module (or a module given to ``pgq_worker --import``), the
+queue's ``callback`` setting (a dotted path, pgpro's register_callback), and task queues of a
+:class:`pgq_django.tasks.PgqBackend` configured in ``settings.TASKS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.utils.module_loading import autodiscover_modules, import_string
+
+from ..api import validation as v
+from ..exceptions import InvalidArgument
+
+logger = logging.getLogger("pgq_django.worker")
+
+HANDLERS_MODULE = "pgq_handlers"
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A function bound to a queue, with the options the worker uses to run it.
+
+    ``vt`` overrides the queue's visibility timeout for leases taken for this handler;
+    ``batch`` is how many messages one fetch leases at a time; ``atomic`` (default True)
+    runs the handler in the same transaction as its ack — turn it off only for handlers whose
+    work must commit even when they fail later.
+    """
+
+    queue: str
+    func: Callable[..., Any]
+    vt: float | None = None
+    batch: int = 10
+    atomic: bool = True
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.func)
+
+    @property
+    def name(self) -> str:
+        return f"{self.func.__module__}.{self.func.__qualname__}"
+
+
+_registry: dict[str, Handler] = {}
+
+
+def handler(
+    queue: str,
+    *,
+    vt: Any = None,
+    batch: int = 10,
+    atomic: bool = True,
+    **options: Any,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function (sync or ``async def``) as the handler of ``queue``.
+
+    The function receives the leased :class:`~pgq_django.Message`; what it returns is stored
+    as the message's result when the queue archives acknowledged messages. Raising an
+    exception nacks the message (retry with backoff, then dead letter).
+    """
+    name = v.name(queue)
+    entry_vt = v.seconds(vt, "vt", allow_none=True)
+    size = v.integer(batch, "batch", minimum=1, maximum=1000)
+
+    def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        if not callable(func):
+            raise InvalidArgument(f"handler for {name!r} must be callable, not {func!r}.")
+        _registry[name] = Handler(name, func, entry_vt, size, atomic, dict(options))
+        return func
+
+    return register
+
+
+def unregister(queue: str) -> None:
+    _registry.pop(queue, None)
+
+
+def registered() -> dict[str, Handler]:
+    """Handlers registered with the decorator so far (import handler modules first)."""
+    return dict(_registry)
+
+
+def autodiscover(extra_modules: list[str] | tuple[str, ...] = ()) -> None:
+    """Import every installed app's ``pgq_handlers`` module and any extra modules."""
+    autodiscover_modules(HANDLERS_MODULE)
+    for module in extra_modules:
+        importlib.import_module(module)
+
+
+def callback_handler(queue: str, path: str) -> Handler | None:
+    """A Handler for a queue's dotted-path callback, or None if it cannot be imported."""
+    try:
+        func = import_string(path)
+    except ImportError:
+        logger.exception("queue=%s callback=%s event=callback_import_failed", queue, path)
+        return None
+    return Handler(queue, func)
+
+
+def resolve(queues: list[str] | None = None) -> dict[str, Handler]:
+    """The handler for each queue to serve: the named ones, or every queue that has one.
+
+    A named queue without any handler is an error, so a typo fails at start-up rather than
+    leaving messages unprocessed.
+    """
+    from django.conf import settings as django_settings
+
+    from ..models import Queue
+
+    found: dict[str, Handler] = {}
+    backends = (getattr(django_settings, "TASKS", None) or {}).values()
+    if any(b.get("BACKEND") == "pgq_django.tasks.PgqBackend" for b in backends):
+        from ..tasks import task_handlers
+
+        found.update(task_handlers())
+    for name, path in Queue.objects.exclude(callback="").values_list("name", "callback"):
+        entry = callback_handler(name, path)
+        if entry is not None:
+            found[name] = entry
+    found.update(_registry)
+    if queues is None:
+        return found
+    missing = [q for q in queues if q not in found]
+    if missing:
+        raise InvalidArgument(
+            f"No handler for queue(s) {', '.join(missing)}: register one with "
+            "@pgq.handler in an app's pgq_handlers module, or set the queue's callback."
+        )
+    return {q: found[q] for q in queues}
