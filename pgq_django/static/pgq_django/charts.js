@@ -1,0 +1,98 @@
+/* pgq_django dashboard: small hand-written SVG line charts, no third-party code.
+ * Reads the JSON the page embeds (#pgq-dashboard-data), draws it, then refreshes it from
+ * the dashboard's data URL every 10 seconds. */
+(function () {
+  "use strict";
+  var SVG = "http://www.w3.org/2000/svg";
+  var COLORS = { sent: "#417690", acked: "#2e9d4f", dead: "#ba2121", depth: "#7b4ea3" };
+
+  function el(name, attrs, parent) {
+    var node = document.createElementNS(SVG, name);
+    Object.keys(attrs).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+
+  function niceMax(value) {
+    if (value <= 5) return 5;
+    var p = Math.pow(10, Math.floor(Math.log10(value)));
+    var steps = [1, 2, 5, 10];
+    for (var i = 0; i < steps.length; i++) if (steps[i] * p >= value) return steps[i] * p;
+    return 10 * p;
+  }
+
+  /* series: [{name, values, color}], labels: ["HH:MM", ...] */
+  function lineChart(container, labels, series) {
+    container.textContent = "";
+    var w = 640, h = 220, left = 48, right = 12, top = 12, bottom = 28;
+    var svg = el("svg", { viewBox: "0 0 " + w + " " + h, class: "pgq-svg",
+                          preserveAspectRatio: "xMidYMid meet" }, container);
+    var max = 0;
+    series.forEach(function (s) { s.values.forEach(function (v) { if (v > max) max = v; }); });
+    max = niceMax(max);
+    var n = Math.max(labels.length - 1, 1);
+    function x(i) { return left + (w - left - right) * i / n; }
+    function y(v) { return top + (h - top - bottom) * (1 - v / max); }
+    for (var g = 0; g <= 4; g++) {
+      var v = max * g / 4, yy = y(v);
+      el("line", { x1: left, x2: w - right, y1: yy, y2: yy, class: "pgq-grid" }, svg);
+      el("text", { x: left - 6, y: yy + 4, "text-anchor": "end", class: "pgq-axis" }, svg)
+        .textContent = Math.round(v);
+    }
+    var every = Math.ceil(labels.length / 6);
+    labels.forEach(function (label, i) {
+      if (i % every === 0 || i === labels.length - 1) {
+        el("text", { x: x(i), y: h - 8, "text-anchor": "middle", class: "pgq-axis" }, svg)
+          .textContent = label;
+      }
+    });
+    series.forEach(function (s) {
+      var d = s.values.map(function (v, i) {
+        return (i ? "L" : "M") + x(i).toFixed(1) + "," + y(v).toFixed(1);
+      }).join(" ");
+      el("path", { d: d, fill: "none", stroke: s.color, "stroke-width": 2,
+                   class: "pgq-line", "data-series": s.name }, svg);
+    });
+    var legend = document.createElement("div");
+    legend.className = "pgq-legend";
+    series.forEach(function (s) {
+      var item = document.createElement("span");
+      var total = s.values.reduce(function (a, b) { return a + b; }, 0);
+      item.innerHTML = '<i style="background:' + s.color + '"></i>';
+      item.appendChild(document.createTextNode(
+        s.name + (s.total === false ? "" : " (" + total + ")")));
+      legend.appendChild(item);
+    });
+    container.appendChild(legend);
+  }
+
+  function draw(data) {
+    var kinds = ["sent", "acked", "dead"];
+    lineChart(document.getElementById("pgq-throughput"), data.labels, kinds.map(function (k) {
+      return { name: k, values: data.throughput[k], color: COLORS[k] };
+    }));
+    lineChart(document.getElementById("pgq-depth-chart"), data.labels, [
+      { name: "waiting", values: data.depth, color: COLORS.depth, total: false }
+    ]);
+    Object.keys(data.totals).forEach(function (k) {
+      var node = document.querySelector('[data-total="' + k + '"]');
+      if (node) node.textContent = data.totals[k];
+    });
+    document.querySelector(".pgq-dashboard").setAttribute("data-drawn", "true");
+  }
+
+  function refresh(url) {
+    fetch(url, { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (data) { if (data) draw(data); })
+      .catch(function () { /* keep the last picture */ });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var root = document.querySelector(".pgq-dashboard");
+    var script = document.getElementById("pgq-dashboard-data");
+    if (!root || !script) return;
+    draw(JSON.parse(script.textContent));
+    setInterval(function () { refresh(root.getAttribute("data-url")); }, 10000);
+  });
+})();
