@@ -36,7 +36,7 @@ bench: venv
 	$(BIN)/python -m bench
 
 docs: venv
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 tox: venv
 	$(BIN)/tox
