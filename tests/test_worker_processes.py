@@ -1,0 +1,160 @@
+"""The worker's guarantees, proved with real worker processes against real PostgreSQL.
+
+Each test starts ``manage.py pgq_worker`` children (the ``spawn`` fixture) on the test
+database and checks side effects in ``test_effects``, which handlers write inside the same
+transaction as their ack.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+import pgq_django as pgq
+from tests.worker_handlers import EFFECTS_DDL
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+WORKER = ("-m", "django", "pgq_worker", "--import", "tests.worker_handlers", "-v", "2")
+
+
+@pytest.fixture
+def effects_queue(make_queue):
+    """A queue whose messages the ``record`` callback handles."""
+    with connection.cursor() as cur:
+        cur.execute(EFFECTS_DDL)
+
+    def make(**options):
+        q = make_queue(**options)
+        pgq.register_callback(q, "tests.worker_handlers.record")
+        return q
+
+    return make
+
+
+def effects(queue) -> list[tuple[int, int, int]]:
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT msg_id, attempt, pid FROM test_effects WHERE queue = %s ORDER BY msg_id",
+            [queue.name],
+        )
+        return cur.fetchall()
+
+
+def wait_until(predicate, *, timeout: float = 60.0, what: str = "condition") -> None:
+    """Wait for something to become true; the timeout only guards against hanging."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def finish(proc, timeout: float = 120.0) -> tuple[int, str]:
+    _out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, err
+
+
+def test_kill_9_mid_handler_redelivers_and_side_effects_happen_once(effects_queue, spawn, tmp_path):
+    q = effects_queue(visibility_timeout=2)
+    marker = tmp_path / "started"
+    msg_id = pgq.send(q, {"marker": str(marker), "sleep_first": 120})
+    first = spawn(*WORKER, "--queue", q.name)
+    wait_until(marker.exists, what="the handler to start")
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+    # The handler had written its row; the kill rolled it back with the lease.
+    assert effects(q) == []
+    wait_until(lambda: pgq.read_by_id(q, msg_id).vt <= timezone.now(), what="lease expiry")
+    code, err = finish(spawn(*WORKER, "--queue", q.name, "--once"))
+    assert code == 0, err
+    assert [(m, attempt) for m, attempt, _pid in effects(q)] == [(msg_id, 2)]
+    assert pgq.read_by_id(q, msg_id) is None
+
+
+def test_sigterm_lets_a_long_handler_finish_exits_0_and_leaves_nothing_leased(
+    effects_queue, spawn, tmp_path
+):
+    q = effects_queue(visibility_timeout=30)
+    marker = tmp_path / "started"
+    long_id = pgq.send(q, {"marker": str(marker), "sleep": 2})
+    waiting_id = pgq.send(q, {"n": 2})  # leased in the same batch, never started
+    proc = spawn(*WORKER, "--queue", q.name, "--grace", "60")
+    wait_until(marker.exists, what="the handler to start")
+    proc.send_signal(signal.SIGTERM)
+    code, err = finish(proc)
+    assert code == 0, err
+    assert [m for m, _a, _p in effects(q)] == [long_id]
+    assert pgq.read_by_id(q, long_id) is None
+    released = pgq.read_by_id(q, waiting_id)
+    assert released.vt <= timezone.now()
+    assert released.read_ct == 0
+    assert pgq.metrics(q).in_flight == 0
+
+
+def test_a_poison_message_reaches_the_dlq_after_max_retries_plus_one_attempts(
+    effects_queue, make_queue, spawn, tmp_path
+):
+    dlq = make_queue()
+    q = effects_queue(max_retries=2, retry_delay=0, backoff="none", dead_letter_queue=dlq)
+    attempts = tmp_path / "attempts"
+    poison = pgq.send(q, {"fail": True, "attempts_file": str(attempts)})
+    others = pgq.send_batch(q, [{"n": i} for i in range(30)])
+    code, err = finish(spawn(*WORKER, "--queue", q.name, "--once"))
+    assert code == 0, err
+    assert attempts.read_text().split() == ["1", "2", "3"]
+    assert sorted(m for m, _a, _p in effects(q)) == others
+    (dead,) = pgq.read(dlq)
+    assert dead.msg_id == poison
+    history = dead.headers["pgq_dead_letter"]
+    assert history["attempts"] == 3 and history["original_queue"] == q.name
+    assert "ValueError: poison message" in history["last_error"]
+    assert pgq.metrics(q).queue_length == 0
+
+
+def test_four_workers_process_2000_messages_each_exactly_once(effects_queue, spawn):
+    q = effects_queue(visibility_timeout=30)
+    ids = pgq.send_batch(q, [{"n": i} for i in range(2000)])
+    procs = [spawn(*WORKER, "--queue", q.name, "--concurrency", "2") for _ in range(4)]
+    wait_until(lambda: len(effects(q)) >= 2000, timeout=150, what="2000 effects")
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        code, err = finish(proc)
+        assert code == 0, err
+    done = effects(q)
+    assert sorted(m for m, _a, _p in done) == ids  # every message once, none twice
+    assert all(attempt == 1 for _m, attempt, _p in done)
+    assert pgq.metrics(q).queue_length == 0
+
+
+def test_an_async_decorated_handler_runs_in_a_worker_process(db_queue_named, spawn):
+    q = db_queue_named("worker_decorated_async", archive_on_ack=True)
+    msg_id = pgq.send(q, {"n": 1})
+    code, err = finish(spawn(*WORKER, "--queue", q.name, "--once"))
+    assert code == 0, err
+    assert [m for m, _a, _p in effects(q)] == [msg_id]
+    assert pgq.result(msg_id).result == "async-ok"
+
+
+@pytest.fixture
+def db_queue_named(transactional_db):
+    with connection.cursor() as cur:
+        cur.execute(EFFECTS_DDL)
+
+    def make(name, **options):
+        return pgq.create_queue(name, **options)
+
+    return make
+
+
+def test_a_worker_for_a_queue_without_handler_refuses_to_start(spawn, transactional_db):
+    pgq.create_queue("no_handler_here")
+    code, err = finish(spawn(*WORKER, "--queue", "no_handler_here", "--once"))
+    assert code != 0
+    assert "No handler for queue(s) no_handler_here" in err
