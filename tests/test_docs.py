@@ -4,7 +4,7 @@ Python blocks of README.md and docs/tutorial.md are executed in order, one names
 file, against the test database, exactly as a reader would paste them into
 ``manage.py shell``. A block whose first line is a ``# some/file.py`` comment shows a file's
 contents (settings, a handler module) rather than shell input: it is compiled, and handler
-modules are executed once ``pgq.handler`` exists.
+modules are executed so their ``@pgq.handler`` registrations are checked (and undone after).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import ast
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ def _run_blocks(path: Path, namespace: dict[str, Any]) -> int:
     for number, block in enumerate(_python_blocks(path), 1):
         code = compile(block, f"{path.name}:block{number}", "exec")
         if _is_file_block(block):
-            if "@pgq.handler" in block and "handler" in pgq.__all__:
+            if "@pgq.handler" in block:
                 exec(code, {**namespace, "__name__": "docs_handlers"})
             continue
         exec(code, namespace)
@@ -48,11 +49,33 @@ def _run_blocks(path: Path, namespace: dict[str, Any]) -> int:
     return ran
 
 
+@pytest.fixture(autouse=True)
+def _restore_handler_registry() -> Iterator[None]:
+    """Handlers the samples register must not leak into later tests that run a worker."""
+    from pgq_django.worker import registry
+
+    before = registry.registered()
+    yield
+    for queue, entry in registry.registered().items():
+        if queue not in before:
+            registry.unregister(queue)
+        elif entry is not before[queue]:
+            old = before[queue]
+            registry.handler(queue, vt=old.vt, batch=old.batch, atomic=old.atomic, **old.options)(
+                old.func
+            )
+
+
 def _namespace() -> dict[str, Any]:
     from django.contrib.auth.models import User
 
     delivered: list[Any] = []
-    return {"__name__": "__docs__", "User": User, "deliver": lambda *a: delivered.append(a)}
+    return {
+        "__name__": "__docs__",
+        "User": User,
+        "deliver": lambda *args: delivered.append(args),
+        "delivered": delivered,
+    }
 
 
 @pytest.mark.django_db(transaction=True)
@@ -62,6 +85,13 @@ def test_readme_quickstart_runs_and_rolls_back_nothing_it_commits() -> None:
     # The quickstart read the welcome message and deleted it by receipt.
     assert namespace["message"].message == {"to": "ada@example.com", "template": "welcome"}
     assert pgq.metrics("emails").queue_length == 0
+    # Its handler module registered send_email for the queue, taking the leased Message.
+    from pgq_django.worker.registry import registered
+
+    entry = registered()["emails"]
+    assert entry.func.__name__ == "send_email"
+    entry.func(namespace["message"])
+    assert namespace["delivered"][-1] == ({"to": "ada@example.com", "template": "welcome"},)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -34,7 +34,11 @@ def fulfil_order(message: Any) -> None:
 @pgq.handler("emails")
 def send_email(message: Any) -> None:
     """Pretend to send an e-mail; a real project would call its mail backend here."""
-    log.info("e-mail %s to %s", message.message.get("template"), message.message.get("to"))
+    body = message.message
+    if isinstance(body, str):  # an XML (or other text) e-mail: headers say which
+        log.info("e-mail as %s: %s", message.headers.get("content_type"), body[:80])
+    else:
+        log.info("e-mail %s to %s", body.get("template"), body.get("to"))
 
 
 @pgq.handler("payments")
