@@ -18,7 +18,13 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-test: venv
+# The admin's browser tests drive Debian's chromium through Playwright (no downloaded browser).
+browser:
+	@test -x /usr/bin/chromium || { \
+		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
+
+test: venv browser
 	$(BIN)/python -m pytest
 
 lint: venv

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connections
 from django.urls import reverse
 
 import pgq_django as pgq
@@ -59,6 +60,9 @@ def browser_page(live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[
             yield page
         finally:
             browser.close()
+            # ORM calls made while Playwright's loop is installed open their own connection;
+            # close it here so the test database can be dropped at the end of the run.
+            connections.close_all()
 
 
 def _dead_lettered(source: Queue, body: Any) -> int:
