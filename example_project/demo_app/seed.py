@@ -125,3 +125,32 @@ def _fail_until_dead(queue: str) -> None:
         pgq.nack(queue, leased[0].receipt, delay=0, error="demo: card declined")
         if pgq.read_by_id(queue, leased[0].msg_id) is None:
             return
+
+
+# -- exchanges (added with the exchanges feature; separate from the queue seeds above) --------
+
+# name -> (type, [(queue, routing key or None, filters or None), ...])
+DEMO_EXCHANGES: dict[str, tuple[str, list[tuple[str, str | None, dict[str, Any] | None]]]] = {
+    "shop-events": ("topic", [("orders", "order.#", None), ("emails", "order.created", None)]),
+    "broadcast": ("fanout", [("orders", None, None), ("emails", None, None)]),
+    "payments-eu": ("headers", [("payments", None, {"currency": ["EUR"]})]),
+}
+
+
+def seed_exchanges(log: Callable[[str], Any] = print) -> list[str]:
+    """Create the demo exchanges and bind the demo queues (run seed_queues() first).
+
+    Safe to run twice: existing exchanges are kept and binding again is idempotent.
+    """
+    created = []
+    for name, (kind, bindings) in DEMO_EXCHANGES.items():
+        try:
+            pgq.create_exchange(name, kind)
+        except pgq.ExchangeAlreadyExists:
+            pass
+        else:
+            created.append(name)
+            log(f"created {kind} exchange {name}")
+        for queue, key, filters in bindings:
+            pgq.bind_queue(queue, name, key, filters=filters)
+    return created
