@@ -423,7 +423,7 @@ def backlog(admin: Any, rounds: int, quick: bool) -> dict[str, Any]:
     """
     import pgq_django as pgq
 
-    sizes = {"small": 1000, "big": 100_000} if quick else {"small": 10_000, "big": 1_000_000}
+    sizes = {"small": 500, "big": 20_000} if quick else {"small": 10_000, "big": 1_000_000}
     reads = 30 if quick else 300
     queues = {k: f"bench_core_backlog_{k}" for k in sizes}
     body = json.dumps(BODY)

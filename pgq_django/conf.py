@@ -22,6 +22,10 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_MAX_MESSAGE_SIZE": 1024 * 1024,
     "DEFAULT_MAX_RETRIES": 10,
     "DEFAULT_RETRY_DELAY": 30,
+    # Prepare the queue statements once per connection (about twice the speed of a send).
+    # Set False behind a pooler that cannot keep prepared statements (PgBouncer in
+    # transaction mode before 1.21, or without max_prepared_statements).
+    "PREPARED_STATEMENTS": True,
     # Channel used for LISTEN/NOTIFY wake-ups; the payload is the queue name.
     "NOTIFY_CHANNEL": "pgq",
     # Width of one msg_id range partition of the message and archive tables.

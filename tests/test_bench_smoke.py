@@ -1,0 +1,73 @@
+"""The core benchmark runs end to end: ``python -m bench.core --quick`` on the test database.
+
+Speed is never asserted here (that lives in bench/ and docs/performance.md); this checks that
+the benchmark works: every contender ran every case and the table holds numeric ratios.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from .conftest import ROOT, subprocess_env
+
+pytest.importorskip("pgmq", reason="the bench extra (pip install -e '.[bench]') is not installed")
+
+CASES = (
+    "send",
+    "send_batch(100)",
+    "read+delete qty 1, 1 consumer",
+    "read+delete qty 100, 1 consumer",
+    "read+delete qty 1, 4 consumers",
+    "read+delete qty 100, 4 consumers",
+)
+NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
+
+
+@pytest.mark.slow
+def test_quick_core_benchmark_prints_a_table_of_numeric_ratios(transactional_db: Any) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.core", "--quick"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    for case in CASES:
+        row = re.search(
+            rf"^\| {re.escape(case)} +\|"
+            rf" ({NUMBER}) +\| ({NUMBER}) +\| ({NUMBER}) +\| ({NUMBER}) +\| ({NUMBER}) +\|",
+            out,
+            re.MULTILINE,
+        )
+        assert row, f"no numeric row for {case!r} in:\n{out}"
+        pgq_rate, hand_rate, pgmq_rate, vs_hand, vs_pgmq = (
+            float(g.replace(",", "")) for g in row.groups()
+        )
+        assert min(pgq_rate, hand_rate, pgmq_rate, vs_hand, vs_pgmq) > 0
+    assert re.search(rf"read latency, .* backlogged +\| .* \| ({NUMBER}) +\|", out)
+    assert re.search(rf"read_with_poll wake-up p50 / p95 \(pgq_django\) +\| .* \| ({NUMBER})", out)
+    assert "results: " in out
+
+
+def test_quick_benchmark_leaves_no_queues_behind(transactional_db: Any) -> None:
+    """The run above (or any run) drops its queues; a fresh run here does too."""
+    import pgq_django as pgq
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.core", "--quick", "--only", "send"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_core_")]
