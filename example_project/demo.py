@@ -190,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     except Stop as stop:
         say(f"{stop}: stopping")
         return 0
+    except RuntimeError as exc:  # the site did not come up (port taken, a broken setting)
+        say(f"failed: {exc}")
+        return 1
     finally:
         # Ignore further signals while cleaning up, so a second Ctrl-C cannot leave the
         # children or the embedded server behind half-stopped.
