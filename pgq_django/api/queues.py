@@ -145,6 +145,7 @@ def purge_queue(name: Any) -> int:
 
 
 def list_queues() -> list[Queue]:
+    """Every queue, in name order (PGMQ ``list_queues``)."""
     return list(Queue.objects.using(_db()).order_by("name"))
 
 
@@ -154,6 +155,7 @@ def pause_queue(name: Any) -> Queue:
 
 
 def resume_queue(name: Any) -> Queue:
+    """Deliver again after :func:`pause_queue`; waiting consumers are woken at once."""
     return _set_flag(name, paused=False)
 
 

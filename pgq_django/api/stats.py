@@ -14,6 +14,12 @@ from . import validation as v
 
 @dataclass(frozen=True)
 class QueueMetrics:
+    """One queue's numbers at ``scrape_time``; ages are seconds, None for an empty queue.
+
+    ``total_messages`` counts every message ever sent to the queue, ``in_flight`` the ones
+    leased right now, ``dead_letters`` the ones that ran out of retries.
+    """
+
     queue_name: str
     queue_length: int
     newest_msg_age_sec: float | None

@@ -141,6 +141,8 @@ def filters(value: Any) -> dict[str, Any]:
             "filters must be a dict with any of the keys 'headers', 'attributes', 'label'."
         )
     for key in ("headers", "attributes"):
+        if key in value and not isinstance(value[key], dict):
+            raise InvalidArgument(f"The {key} filter must be a JSON object, not {value[key]!r}.")
         if key in value:
             mapping(value[key], f"{key} filter")
     if "label" in value:

@@ -1,0 +1,46 @@
+"""``manage.py pgq_partitions``: partition upkeep on demand (the worker leader runs it too)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+
+def _non_negative(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return number
+
+
+class Command(BaseCommand):
+    help = (
+        "Premake message and archive partitions ahead of the msg_id sequence and drop "
+        "drained ones, printing each action."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--premake",
+            type=_non_negative,
+            default=None,
+            help="Ranges to keep ready ahead of the sequence (default: PGQ['PARTITION_PREMAKE']).",
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Print what would be done; change nothing."
+        )
+
+    def handle(self, *args: Any, premake: int | None, dry_run: bool, **options: Any) -> None:
+        from pgq_django.partitions import run_maintenance
+
+        actions = run_maintenance(premake, dry_run=dry_run)
+        prefix = "would " if dry_run else ""
+        for action in actions:
+            self.stdout.write(prefix + action)
+        if not actions:
+            self.stdout.write("partitions are up to date")

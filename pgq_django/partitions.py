@@ -1,0 +1,187 @@
+"""Partition upkeep for the message and archive tables.
+
+Both tables are ``PARTITION BY RANGE (msg_id)`` with a DEFAULT partition. Upkeep keeps
+``PGQ["PARTITION_PREMAKE"]`` ranges of ``PGQ["PARTITION_SIZE"]`` ids ready ahead of the
+msg_id sequence, so new messages never land in the default partition, and drops a range once
+every id in it has been handed out and no row is left in it: a drained range costs one
+``DROP TABLE`` instead of millions of dead rows for VACUUM. Archive ranges go the same way
+once retention has emptied them and their live range is gone.
+
+Dropping a partition needs a short exclusive lock on the parent, so each drop runs in its own
+transaction with a short ``lock_timeout`` (senders and readers queue behind a waiting lock):
+under load it is skipped and tried at the next run rather than stalling them. The worker
+leader runs :func:`run_maintenance`; ``manage.py pgq_partitions`` runs it on demand.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import OperationalError, connections, transaction
+from psycopg import sql
+
+from .conf import settings
+from .models.fields import MSG_ID_SEQUENCE
+
+MESSAGE_TABLE = "pgq_message"
+ARCHIVE_TABLE = "pgq_archived_message"
+TABLES = (MESSAGE_TABLE, ARCHIVE_TABLE)
+_BOUND = re.compile(r"FROM \('?(-?\d+)'?\) TO \('?(-?\d+)'?\)")
+
+# -- list_partitions -- The range partitions of a table with their bounds, lowest first.
+LIST_PARTITIONS = """
+SELECT c.relname, pg_get_expr(c.relpartbound, c.oid)
+FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid
+JOIN pg_class p ON p.oid = i.inhparent
+WHERE p.relname = %s AND p.relnamespace = c.relnamespace
+  AND p.relnamespace = to_regnamespace(current_schema())::oid
+"""
+
+# -- sequence_position -- The highest msg_id handed out so far (0 before the first).
+SEQUENCE_POSITION = sql.SQL(
+    "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {}"
+).format(sql.Identifier(MSG_ID_SEQUENCE))
+
+
+@dataclass(frozen=True)
+class Partition:
+    table: str
+    name: str
+    lower: int
+    upper: int  # exclusive
+
+
+def _cursor() -> Any:
+    return connections[settings.DATABASE].cursor()
+
+
+def _render(statement: sql.Composable) -> str:
+    """Compose identifiers and literals against the live connection's encoding."""
+    db = connections[settings.DATABASE]
+    db.ensure_connection()
+    return statement.as_string(db.connection)
+
+
+def list_partitions(table: str) -> list[Partition]:
+    with _cursor() as cursor:
+        cursor.execute(LIST_PARTITIONS, [table])
+        rows = cursor.fetchall()
+    found = []
+    for name, bound in rows:
+        match = _BOUND.search(bound or "")
+        if match:  # the DEFAULT partition has no range
+            found.append(Partition(table, name, int(match.group(1)), int(match.group(2))))
+    return sorted(found, key=lambda p: p.lower)
+
+
+def sequence_position() -> int:
+    with _cursor() as cursor:
+        cursor.execute(_render(SEQUENCE_POSITION))
+        return int(cursor.fetchone()[0])
+
+
+def _default_max_id(table: str) -> int:
+    """The highest id sitting in the default partition (ranges must start above it)."""
+    statement = sql.SQL("SELECT coalesce(max(msg_id), 0) FROM {}").format(
+        sql.Identifier(f"{table}_default")
+    )
+    with _cursor() as cursor:
+        cursor.execute(_render(statement))
+        return int(cursor.fetchone()[0])
+
+
+def _create(table: str, lower: int, upper: int) -> str:
+    name = f"{table}_r{lower}"
+    statement = sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES FROM ({}) TO ({})").format(
+        sql.Identifier(name), sql.Identifier(table), sql.Literal(lower), sql.Literal(upper)
+    )
+    with _cursor() as cursor:
+        cursor.execute(_render(statement))
+    return name
+
+
+def premake_partitions(premake: int | None = None, *, dry_run: bool = False) -> list[str]:
+    """Make sure ranges reach ``premake`` partition widths past the sequence; returns actions."""
+    size = int(settings.PARTITION_SIZE)
+    ahead = settings.PARTITION_PREMAKE if premake is None else premake
+    target = sequence_position() + ahead * size
+    actions = []
+    for table in TABLES:
+        existing = list_partitions(table)
+        lower = max([p.upper for p in existing] + [_default_max_id(table) + 1, 1])
+        while lower <= target:
+            upper = lower + size
+            name = f"{table}_r{lower}"
+            if not dry_run:
+                with transaction.atomic(using=settings.DATABASE):
+                    name = _create(table, lower, upper)
+            actions.append(f"create {name} [{lower}, {upper})")
+            lower = upper
+    return actions
+
+
+def _drop_if_empty(part: Partition, lock_timeout_ms: int) -> bool:
+    """Lock the partition, and drop it if it holds no row; False when busy or not empty."""
+    ident = sql.Identifier(part.name)
+    try:
+        with transaction.atomic(using=settings.DATABASE), _cursor() as cursor:
+            cursor.execute(
+                _render(
+                    sql.SQL("SET LOCAL lock_timeout = {}").format(
+                        sql.Literal(f"{lock_timeout_ms}ms")
+                    )
+                )
+            )
+            # Holding the lock first means no insert into the range is still in flight.
+            cursor.execute(
+                _render(
+                    sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+                        sql.Identifier(part.table)
+                    )
+                )
+            )
+            cursor.execute(_render(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(ident)))
+            if cursor.fetchone()[0]:
+                return False
+            cursor.execute(_render(sql.SQL("DROP TABLE {}").format(ident)))
+            return True
+    except OperationalError:  # lock_timeout: the queue is busy; try at the next run
+        return False
+
+
+def _has_rows(part: Partition) -> bool:
+    statement = sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(sql.Identifier(part.name))
+    with _cursor() as cursor:
+        cursor.execute(_render(statement))
+        return bool(cursor.fetchone()[0])
+
+
+def drop_drained_partitions(*, dry_run: bool = False, lock_timeout_ms: int = 100) -> list[str]:
+    """Drop ranges whose ids are all handed out and that hold no rows; returns actions.
+
+    A live range goes first; its archive range follows once retention has emptied it too.
+    The range the sequence is in (and any ahead of it) is always kept.
+    """
+    position = sequence_position()
+    live_lowers = {p.lower for p in list_partitions(MESSAGE_TABLE)}
+    actions = []
+    for table in TABLES:
+        for part in list_partitions(table):
+            if part.upper - 1 > position:
+                continue
+            if table == ARCHIVE_TABLE and part.lower in live_lowers:
+                continue
+            dropped = not _has_rows(part) if dry_run else _drop_if_empty(part, lock_timeout_ms)
+            if dropped:
+                actions.append(f"drop {part.name} [{part.lower}, {part.upper})")
+                if table == MESSAGE_TABLE:
+                    live_lowers.discard(part.lower)
+    return actions
+
+
+def run_maintenance(premake: int | None = None, *, dry_run: bool = False) -> list[str]:
+    """Premake ranges ahead of the sequence, then drop drained ones; returns what it did."""
+    return premake_partitions(premake, dry_run=dry_run) + drop_drained_partitions(dry_run=dry_run)
