@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ...seed import seed_queues, seed_traffic
+from ...seed import seed_exchanges, seed_queues, seed_traffic
 
 
 class Command(BaseCommand):
@@ -21,6 +21,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, no_traffic: bool = False, **options: Any) -> None:
         seed_queues(log=self.stdout.write)
+        seed_exchanges(log=self.stdout.write)
         if not no_traffic:
             seed_traffic(log=self.stdout.write)
         self.stdout.write(self.style.SUCCESS("demo queues are ready"))
