@@ -129,7 +129,9 @@ def test_four_workers_process_2000_messages_each_exactly_once(effects_queue, spa
         assert code == 0, err
     done = effects(q)
     assert sorted(m for m, _a, _p in done) == ids  # every message once, none twice
-    assert all(attempt == 1 for _m, attempt, _p in done)
+    # Redelivery is allowed (at least once); doubled effects are not: a late handler whose
+    # lease was taken over is fenced out by its receipt and rolled back.
+    assert len(done) == len(ids)
     assert pgq.metrics(q).queue_length == 0
 
 
