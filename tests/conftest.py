@@ -58,19 +58,33 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
-    """Start ``python -c CODE`` (or ``-m``) children on the test database; killed at teardown."""
-    children: list[subprocess.Popen[str]] = []
+class Child(subprocess.Popen[str]):
+    """A child process whose output goes to files instead of pipes.
 
-    def start(*args: str, **extra: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, *args],
-            cwd=ROOT,
-            env=subprocess_env(**extra),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+    A chatty child (a worker logging every message at -v 2) fills a 64 KiB pipe long before
+    a test reads it and then blocks mid-handler, holding its leases: files never block.
+    ``communicate`` waits and returns what the child wrote, as with pipes.
+    """
+
+    def __init__(self, args: list[str], *, workdir: Path, **kwargs: Any) -> None:
+        self.out_path = workdir / f"child-{uuid.uuid4().hex[:8]}.out"
+        self.err_path = self.out_path.with_suffix(".err")
+        with self.out_path.open("w") as out, self.err_path.open("w") as err:
+            super().__init__(args, stdout=out, stderr=err, text=True, **kwargs)
+
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[str, str]:
+        self.wait(timeout=timeout)
+        return self.out_path.read_text(), self.err_path.read_text()
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Callable[..., Child]]:
+    """Start ``python -c CODE`` (or ``-m``) children on the test database; killed at teardown."""
+    children: list[Child] = []
+
+    def start(*args: str, **extra: str) -> Child:
+        proc = Child(
+            [sys.executable, *args], workdir=tmp_path, cwd=ROOT, env=subprocess_env(**extra)
         )
         children.append(proc)
         return proc
