@@ -74,6 +74,10 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {"TITLE": "pgq_django example", "VERSION": "0.1.0"}
 
+# django.tasks (Django 6) or the django-tasks backport (5.2) run through pgq_django: a task's
+# queue_name maps to the pgq queue "tasks_<queue_name>", served by pgq_worker.
+TASKS = {"default": {"BACKEND": "pgq_django.tasks.PgqBackend"}}
+
 # Every key is documented in docs/reference/settings.md; these differ from the defaults only
 # to make the demo lively (short leases so redeliveries are visible within a minute).
 PGQ = {

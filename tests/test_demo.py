@@ -97,6 +97,7 @@ def test_demo_check_migrates_seeds_and_serves_the_admin_login(fresh_database: st
             "events.fifo": None,
             "payments": "payments-dlq",
             "payments-dlq": None,
+            "tasks_default": None,
         }
         fifo = conn.execute("SELECT fifo FROM pgq_queue WHERE name = 'events.fifo'").fetchone()
         assert fifo == (True,)
@@ -132,3 +133,11 @@ def test_demo_check_migrates_seeds_and_serves_the_admin_login(fresh_database: st
             "(SELECT 1 FROM demo_app_order o WHERE o.msg_id = m.msg_id)"
         ).fetchone()
         assert orphans == (0,)
+
+        # The demo django.tasks task was stored in its queue (or already run and archived).
+        tasks = conn.execute(
+            "SELECT count(*) FROM (SELECT queue_id FROM pgq_message "
+            "      UNION ALL SELECT queue_id FROM pgq_archived_message) m "
+            "JOIN pgq_queue q ON q.id = m.queue_id WHERE q.name = 'tasks_default'"
+        ).fetchone()
+        assert tasks == (1,)

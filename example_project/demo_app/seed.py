@@ -106,6 +106,16 @@ def seed_traffic(log: Callable[[str], Any] = print) -> dict[str, int]:
     # Fail one payment past its retries right away, so the dead-letter queue is not empty.
     _fail_until_dead("payments")
 
+    # A django.tasks task, stored in the tasks_default queue and run by the worker.
+    from .models import Order
+    from .tasks import send_order_summary
+
+    first_order = Order.objects.order_by("pk").first()
+    if first_order is not None:
+        task = send_order_summary.enqueue(first_order.pk)
+        log(f"enqueued task send_order_summary as {task.id}")
+        count("tasks_default")
+
     for queue, n in sent.items():
         log(f"sent {n} message(s) to {queue}")
     return sent
