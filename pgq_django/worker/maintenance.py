@@ -88,6 +88,14 @@ def default_duties(interval: float) -> list[Duty]:
     return duties
 
 
+def _did_work(result: Any) -> bool:
+    if isinstance(result, dict):
+        return any(result.values())
+    if isinstance(result, list | tuple):
+        return any(result)
+    return bool(result)
+
+
 def run_due(duties: list[Duty], *, force: bool = False) -> dict[str, Any]:
     """Run each duty that is due; a failing duty is logged and does not stop the others."""
     now = time.monotonic()
@@ -97,8 +105,10 @@ def run_due(duties: list[Duty], *, force: bool = False) -> dict[str, Any]:
             continue
         duty.last_run = now
         try:
-            done[duty.name] = duty.func()
-            logger.info("event=maintenance duty=%s result=%s", duty.name, done[duty.name])
+            done[duty.name] = result = duty.func()
+            # A duty that found nothing to do is routine; only real work is worth INFO.
+            level = logging.INFO if _did_work(result) else logging.DEBUG
+            logger.log(level, "event=maintenance duty=%s result=%s", duty.name, result)
         except Exception:
             logger.exception("event=maintenance_failed duty=%s", duty.name)
             close_old_connections()
