@@ -1,22 +1,15 @@
-"""The Django admin for queues, exchanges, grants and access keys.
-
-A thin translator over the functional API: every change goes through ``pgq_django`` functions
-and every decision about who may do what through :mod:`pgq_django.access`. Staff users see
-only the queues and exchanges they hold a grant on (or own); superusers see everything.
-Messages are browsed with plain SELECTs, never leased, so looking does not disturb consumers.
-"""
+"""Queue admin: live metrics, the non-leasing message browser, actions and the dashboard."""
 
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -26,167 +19,24 @@ from django.utils.html import format_html
 
 import pgq_django as pgq
 
-from . import access
-from .exceptions import PgqError
-from .models import (
-    AccessKey,
+from .. import access
+from ..exceptions import PgqError
+from ..models import (
     ArchivedMessage,
-    Binding,
-    Exchange,
-    ExchangeGrant,
     Message,
     Queue,
-    QueueGrant,
 )
-
-PAGE_SIZE = 50
-_page = threading.local()
-_QUEUE_API_FIELDS = (
-    "fifo",
-    "visibility_timeout",
-    "delivery_delay",
-    "retention",
-    "max_retries",
-    "retry_delay",
-    "backoff",
-    "backoff_cap",
-    "backoff_jitter",
-    "dead_letter_queue",
-    "max_message_size",
-    "max_length",
-    "archive_on_ack",
-    "rate_limit",
-    "concurrency_limit",
-    "callback",
-    "owner",
+from .common import (
+    _QUEUE_API_FIELDS,
+    PAGE_SIZE,
+    QueueBindingInline,
+    QueueGrantInline,
+    _age,
+    _page,
+    _pretty,
+    _staff,
+    visible_queues,
 )
-
-
-def visible_queues(user: Any) -> QuerySet[Queue]:
-    """Queues a user holds any right on: what the admin lists for them."""
-    return (
-        access.queues_for(user, "read")
-        | access.queues_for(user, "write")
-        | access.queues_for(user, "manage")
-    ).distinct()
-
-
-def _staff(request: HttpRequest) -> bool:
-    return bool(request.user.is_active and request.user.is_staff)
-
-
-def _age(seconds: float | None) -> str:
-    """A compact age: "42s", "7m 3s", "5h 12m", "3d 4h"."""
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60}s"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60}m"
-    return f"{s // 86400}d {s % 86400 // 3600}h"
-
-
-def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
-
-
-# -- inlines ----------------------------------------------------------------------------------
-
-
-class QueueGrantInline(admin.TabularInline):
-    model = QueueGrant
-    extra = 0
-    fields = ("user", "group", "can_read", "can_write", "can_manage")
-    autocomplete_fields = ()
-    verbose_name = "grant"
-
-    def _manages(self, request: HttpRequest, obj: Any) -> bool:
-        return obj is not None and access.may(request.user, "manage", obj)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return _staff(request)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._manages(request, obj)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._manages(request, obj)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._manages(request, obj)
-
-
-class ExchangeGrantInline(QueueGrantInline):
-    model = ExchangeGrant
-    fields = ("user", "group", "can_publish")
-
-
-class QueueBindingInline(admin.TabularInline):
-    """Read-only: the exchanges that route into this queue."""
-
-    model = Binding
-    fk_name = "queue"
-    extra = 0
-    fields = ("exchange", "routing_key", "filters")
-    readonly_fields = fields
-    verbose_name = "binding from an exchange"
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class BindingForm(forms.ModelForm):
-    class Meta:
-        model = Binding
-        fields = ("queue", "routing_key", "filters")
-
-    def clean_filters(self) -> Any:
-        from .routing import binding_filters
-
-        try:
-            return binding_filters(self.cleaned_data.get("filters"))
-        except PgqError as exc:
-            raise forms.ValidationError(exc.message) from None
-
-
-class ExchangeBindingInline(admin.TabularInline):
-    """Bindings edited on their exchange; queues offered are those the user manages."""
-
-    model = Binding
-    form = BindingForm
-    fk_name = "exchange"
-    extra = 0
-    fields = ("queue", "routing_key", "filters")
-
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "queue":
-            kwargs["queryset"] = access.queues_for(request.user, "manage")
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    def _manages(self, request: HttpRequest, obj: Any) -> bool:
-        return obj is not None and access.may(request.user, "manage", obj)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return _staff(request)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._manages(request, obj)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._manages(request, obj)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._manages(request, obj)
-
 
 # -- queues -----------------------------------------------------------------------------------
 
@@ -546,7 +396,7 @@ class QueueAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "pgq_django/admin/send_message.html", context)
 
     def _dashboard_payload(self, request: HttpRequest) -> dict[str, Any]:
-        from .dashboard import series
+        from ..dashboard import series
 
         queues = {q.name: q.pk for q in visible_queues(request.user)}
         rows = [m for m in pgq.metrics_all() if m.queue_name in queues]
@@ -593,119 +443,3 @@ def _status(message: Message, now: Any) -> str:
     if message.vt > now:
         return "in flight" if message.read_ct > 0 else "delayed"
     return "visible"
-
-
-# -- exchanges --------------------------------------------------------------------------------
-
-
-@admin.register(Exchange)
-class ExchangeAdmin(admin.ModelAdmin):
-    list_display = ("name", "type", "owner", "binding_count")
-    list_filter = ("type",)
-    search_fields = ("name",)
-    inlines = (ExchangeBindingInline, ExchangeGrantInline)
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Exchange]:
-        return (
-            access.exchanges_for(request.user, "publish")
-            .select_related("owner")
-            .annotate(n_bindings=Count("bindings"))
-        )
-
-    @admin.display(description="bindings", ordering="n_bindings")
-    def binding_count(self, obj: Exchange) -> int:
-        return obj.n_bindings  # type: ignore[attr-defined]
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return _staff(request)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if not _staff(request):
-            return False
-        return obj is None or access.may(request.user, "publish", obj)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if not _staff(request):
-            return False
-        return obj is None or access.may(request.user, "manage", obj)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return obj is not None and self.has_change_permission(request, obj)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return _staff(request) and request.user.has_perm("pgq_django.add_exchange")
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return ("name", "type") if obj is not None else ()
-
-    def save_model(self, request: HttpRequest, obj: Exchange, form: Any, change: bool) -> None:
-        if change:
-            obj.save()
-            return
-        created = pgq.create_exchange(obj.name, obj.type, owner=obj.owner or request.user)
-        obj.pk = created.pk
-        obj.created_at = created.created_at
-
-    def delete_model(self, request: HttpRequest, obj: Exchange) -> None:
-        # The admin's confirmation page lists the bindings; deleting unbinds, keeping queues.
-        Binding.objects.filter(exchange=obj).delete()
-        pgq.drop_exchange(obj.name)
-
-    def get_actions(self, request: HttpRequest) -> Any:
-        found = super().get_actions(request)
-        found.pop("delete_selected", None)
-        return found
-
-
-# -- access keys ------------------------------------------------------------------------------
-
-
-@admin.register(AccessKey)
-class AccessKeyAdmin(admin.ModelAdmin):
-    """Superusers list and revoke keys; creating one prints its secret once, so it is done
-    with ``manage.py pgq_credentials create USER``."""
-
-    list_display = ("key_id", "user", "masked_secret", "created_at", "last_used_at", "active")
-    list_filter = ("revoked_at",)
-    search_fields = ("key_id", "user__username")
-    readonly_fields = (
-        "key_id",
-        "masked_secret",
-        "user",
-        "created_at",
-        "last_used_at",
-        "revoked_at",
-    )
-    fields = (
-        "key_id",
-        "user",
-        "masked_secret",
-        "description",
-        "created_at",
-        "last_used_at",
-        "revoked_at",
-    )
-    actions = ("revoke_selected",)
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return request.user.is_active and request.user.is_superuser
-
-    has_view_permission = has_change_permission = (  # type: ignore[assignment]
-        lambda self, request, obj=None: request.user.is_active and request.user.is_superuser
-    )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    @admin.display(description="secret")
-    def masked_secret(self, obj: AccessKey) -> str:
-        return f"…{obj.secret_hint}"
-
-    @admin.display(boolean=True)
-    def active(self, obj: AccessKey) -> bool:
-        return obj.is_active
-
-    @admin.action(description="Revoke the selected keys")
-    def revoke_selected(self, request: HttpRequest, queryset: QuerySet[AccessKey]) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-        self.message_user(request, f"Revoked {count} keys.")

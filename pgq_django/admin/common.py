@@ -1,0 +1,169 @@
+"""Shared pieces of the admin: who sees which queue, formatting, and the inlines."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from .. import access
+from ..exceptions import PgqError
+from ..models import (
+    Binding,
+    ExchangeGrant,
+    Queue,
+    QueueGrant,
+)
+
+PAGE_SIZE = 50
+_page = threading.local()
+_QUEUE_API_FIELDS = (
+    "fifo",
+    "visibility_timeout",
+    "delivery_delay",
+    "retention",
+    "max_retries",
+    "retry_delay",
+    "backoff",
+    "backoff_cap",
+    "backoff_jitter",
+    "dead_letter_queue",
+    "max_message_size",
+    "max_length",
+    "archive_on_ack",
+    "rate_limit",
+    "concurrency_limit",
+    "callback",
+    "owner",
+)
+
+
+def visible_queues(user: Any) -> QuerySet[Queue]:
+    """Queues a user holds any right on: what the admin lists for them."""
+    return (
+        access.queues_for(user, "read")
+        | access.queues_for(user, "write")
+        | access.queues_for(user, "manage")
+    ).distinct()
+
+
+def _staff(request: HttpRequest) -> bool:
+    return bool(request.user.is_active and request.user.is_staff)
+
+
+def _age(seconds: float | None) -> str:
+    """A compact age: "42s", "7m 3s", "5h 12m", "3d 4h"."""
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+# -- inlines ----------------------------------------------------------------------------------
+
+
+class QueueGrantInline(admin.TabularInline):
+    model = QueueGrant
+    extra = 0
+    fields = ("user", "group", "can_read", "can_write", "can_manage")
+    autocomplete_fields = ()
+    verbose_name = "grant"
+
+    def _manages(self, request: HttpRequest, obj: Any) -> bool:
+        return obj is not None and access.may(request.user, "manage", obj)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _staff(request)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._manages(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._manages(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._manages(request, obj)
+
+
+class ExchangeGrantInline(QueueGrantInline):
+    model = ExchangeGrant
+    fields = ("user", "group", "can_publish")
+
+
+class QueueBindingInline(admin.TabularInline):
+    """Read-only: the exchanges that route into this queue."""
+
+    model = Binding
+    fk_name = "queue"
+    extra = 0
+    fields = ("exchange", "routing_key", "filters")
+    readonly_fields = fields
+    verbose_name = "binding from an exchange"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class BindingForm(forms.ModelForm):
+    class Meta:
+        model = Binding
+        fields = ("queue", "routing_key", "filters")
+
+    def clean_filters(self) -> Any:
+        from ..routing import binding_filters
+
+        try:
+            return binding_filters(self.cleaned_data.get("filters"))
+        except PgqError as exc:
+            raise forms.ValidationError(exc.message) from None
+
+
+class ExchangeBindingInline(admin.TabularInline):
+    """Bindings edited on their exchange; queues offered are those the user manages."""
+
+    model = Binding
+    form = BindingForm
+    fk_name = "exchange"
+    extra = 0
+    fields = ("queue", "routing_key", "filters")
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "queue":
+            kwargs["queryset"] = access.queues_for(request.user, "manage")
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def _manages(self, request: HttpRequest, obj: Any) -> bool:
+        return obj is not None and access.may(request.user, "manage", obj)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _staff(request)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._manages(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._manages(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._manages(request, obj)
