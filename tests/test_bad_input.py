@@ -44,8 +44,11 @@ BAD_CALLS = [
     ("read qty 0", lambda q: pgq.read(q, qty=0), pgq.InvalidArgument),
     ("read negative vt", lambda q: pgq.read(q, vt=-5), pgq.InvalidArgument),
     ("read bad filter key", lambda q: pgq.read(q, filters={"body": 1}), pgq.InvalidArgument),
-    ("read headers filter not a dict", lambda q: pgq.read(q, filters={"headers": ["a"]}),
-     pgq.InvalidArgument),
+    (
+        "read headers filter not a dict",
+        lambda q: pgq.read(q, filters={"headers": ["a"]}),
+        pgq.InvalidArgument,
+    ),
     ("read missing queue", lambda q: pgq.read("missing"), pgq.QueueNotFound),
     ("pop missing queue", lambda q: pgq.pop("missing"), pgq.QueueNotFound),
     ("delete id not int", lambda q: pgq.delete(q, 1.5), pgq.InvalidArgument),

@@ -15,8 +15,6 @@ import pytest
 
 from .conftest import ROOT, subprocess_env
 
-pytest.importorskip("pgmq", reason="the bench extra (pip install -e '.[bench]') is not installed")
-
 CASES = (
     "send",
     "send_batch(100)",

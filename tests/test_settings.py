@@ -10,7 +10,7 @@ from pgq_django.conf import DEFAULTS, settings
 
 def test_defaults_apply_when_pgq_is_not_set():
     with override_settings(PGQ=None):
-        assert settings.NOTIFY_CHANNEL == DEFAULTS["NOTIFY_CHANNEL"]
+        assert DEFAULTS["NOTIFY_CHANNEL"] == settings.NOTIFY_CHANNEL
         assert settings.DEFAULT_VISIBILITY_TIMEOUT == 30
 
 

@@ -87,8 +87,9 @@ def send_batch(queue: Any, messages: Iterable[Any], **options: Any) -> list[int]
     size = max(len(b.encode()) for b in bodies)
     if opts["dedup_id"] is not None:
         if len(bodies) != 1:
-            raise InvalidArgument("dedup_id applies to one message; send them one by one.",
-                                  field="dedup_id")
+            raise InvalidArgument(
+                "dedup_id applies to one message; send them one by one.", field="dedup_id"
+            )
         from .delivery import send_deduplicated
 
         return [send_deduplicated(name, bodies[0], size=size, **opts)]
