@@ -380,7 +380,7 @@ class _SqlManager(models.Manager):
                 # that ask (ours) without making Django's own queries start preparing.
                 raw.prepare_threshold = _PREPARE_ONLY_WHEN_ASKED
             with db.wrap_database_errors:
-                inner = _PreparingCursor(raw)
+                inner: Any = _PreparingCursor(raw)
             cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
         cursor.execute(sql, params)
         return cursor
