@@ -130,7 +130,7 @@ SELECT q.id, {_M_COLS} FROM q
 LEFT JOIN pgq_message m ON m.queue_id = q.id AND m.msg_id = %(msg_id)s
 """
 
-# The messages a delete/archive/nack acts on: ids, each fenced by its read_ct when given.
+# The messages an archive acts on: ids, each fenced by its read_ct when given.
 _REFS = """
     SELECT m.msg_id FROM pgq_message m
     JOIN unnest(%(ids)s::bigint[], %(cts)s::int[]) AS r(id, ct)
@@ -140,10 +140,15 @@ _REFS = """
 """
 
 # -- delete -- Acknowledge messages: remove them (or archive them as acked with archive_on_ack).
+# The receipt fence sits in the DELETE itself, which locks and re-checks each row.
 DELETE = f"""
 WITH q AS (SELECT id, archive_on_ack FROM pgq_queue WHERE name = %(queue)s),
-t AS ({_REFS}), d AS (
-    DELETE FROM pgq_message m USING t WHERE m.msg_id = t.msg_id RETURNING {_M_COLS}
+d AS (
+    DELETE FROM pgq_message m
+    USING unnest(%(ids)s::bigint[], %(cts)s::int[]) AS r(id, ct)
+    WHERE m.msg_id = r.id AND (r.ct IS NULL OR m.read_ct = r.ct)
+      AND m.queue_id = (SELECT id FROM q)
+    RETURNING {_M_COLS}
 ), a AS (
     INSERT INTO pgq_archived_message ({_COLS}, archived_at, outcome, result)
     SELECT {_COLS}, clock_timestamp(), 'acked', %(result)s::jsonb FROM d
