@@ -129,6 +129,16 @@ def _named(messages: list[Message], name: str) -> list[Message]:
     return messages
 
 
+def _poll_window(
+    queue: Any, max_poll_seconds: Any, poll_interval_ms: Any
+) -> tuple[str, float, float]:
+    """The checked queue name, the monotonic deadline and the fallback interval in seconds."""
+    name = v.name(queue)
+    wait = v.seconds(max_poll_seconds, "max_poll_seconds")
+    interval = v.integer(poll_interval_ms, "poll_interval_ms", minimum=1, maximum=60_000) / 1000
+    return name, time.monotonic() + wait, interval
+
+
 def read_with_poll(
     queue: Any,
     *,
@@ -147,10 +157,7 @@ def read_with_poll(
     """
     from ..notify import listener
 
-    name = v.name(queue)
-    wait = v.seconds(max_poll_seconds, "max_poll_seconds")
-    interval = v.integer(poll_interval_ms, "poll_interval_ms", minimum=1, maximum=60_000) / 1000
-    deadline = time.monotonic() + wait
+    name, deadline, interval = _poll_window(queue, max_poll_seconds, poll_interval_ms)
     with listener() as wakeups:
         while True:
             found = read(name, vt=vt, qty=qty, filters=filters)
@@ -174,11 +181,8 @@ async def aread_with_poll(
 
     from ..notify import AsyncListener
 
-    name = v.name(queue)
-    wait = v.seconds(max_poll_seconds, "max_poll_seconds")
-    interval = v.integer(poll_interval_ms, "poll_interval_ms", minimum=1, maximum=60_000) / 1000
+    name, deadline, interval = _poll_window(queue, max_poll_seconds, poll_interval_ms)
     lease = sync_to_async(read, thread_sensitive=True)
-    deadline = time.monotonic() + wait
     wakeups = await AsyncListener.connect()
     try:
         while True:

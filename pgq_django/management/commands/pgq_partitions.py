@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-
-def _non_negative(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return number
+from .pgq_worker import non_negative_int
 
 
 class Command(BaseCommand):
@@ -27,7 +18,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--premake",
-            type=_non_negative,
+            type=non_negative_int,
             default=None,
             help="Ranges to keep ready ahead of the sequence (default: PGQ['PARTITION_PREMAKE']).",
         )

@@ -16,14 +16,22 @@ from django.core.management.base import BaseCommand, CommandError
 from pgq_django.conf import settings
 
 
-def positive_int(value: str) -> int:
+def _whole_number(value: str, minimum: int) -> int:
     try:
         number = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
+    if number < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}")
     return number
+
+
+def positive_int(value: str) -> int:
+    return _whole_number(value, 1)
+
+
+def non_negative_int(value: str) -> int:
+    return _whole_number(value, 0)
 
 
 def non_negative_float(value: str) -> float:
