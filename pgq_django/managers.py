@@ -130,13 +130,14 @@ SELECT q.id, {_M_COLS} FROM q
 LEFT JOIN pgq_message m ON m.queue_id = q.id AND m.msg_id = %(msg_id)s
 """
 
-# The messages an archive acts on: ids, each fenced by its read_ct when given.
-_REFS = """
-    SELECT m.msg_id FROM pgq_message m
-    JOIN unnest(%(ids)s::bigint[], %(cts)s::int[]) AS r(id, ct)
-      ON m.msg_id = r.id AND (r.ct IS NULL OR m.read_ct = r.ct)
-    WHERE m.queue_id = (SELECT id FROM q)
-    FOR UPDATE OF m
+# Which rows a delete or archive acts on: the listed ids, each fenced by its read_ct when the
+# caller gave a receipt (a NULL in cts means "any delivery"). ``= ANY`` with a positional
+# look-up plans as plain index probes, where joining ``unnest(ids, cts)`` cost a third more.
+_FENCED_IDS = """
+    m.msg_id = ANY(%(ids)s::bigint[])
+    AND coalesce((%(cts)s::int[])[array_position(%(ids)s::bigint[], m.msg_id)], m.read_ct)
+        = m.read_ct
+    AND m.queue_id = (SELECT id FROM q)
 """
 
 # -- delete -- Acknowledge messages: remove them (or archive them as acked with archive_on_ack).
@@ -144,10 +145,7 @@ _REFS = """
 DELETE = f"""
 WITH q AS (SELECT id, archive_on_ack FROM pgq_queue WHERE name = %(queue)s),
 d AS (
-    DELETE FROM pgq_message m
-    USING unnest(%(ids)s::bigint[], %(cts)s::int[]) AS r(id, ct)
-    WHERE m.msg_id = r.id AND (r.ct IS NULL OR m.read_ct = r.ct)
-      AND m.queue_id = (SELECT id FROM q)
+    DELETE FROM pgq_message m WHERE {_FENCED_IDS}
     RETURNING {_M_COLS}
 ), a AS (
     INSERT INTO pgq_archived_message ({_COLS}, archived_at, outcome, result)
@@ -164,8 +162,9 @@ SELECT (SELECT id FROM q), ARRAY(SELECT msg_id FROM d ORDER BY msg_id)
 # -- archive -- Move messages to the archive with an outcome (PGMQ archive).
 ARCHIVE = f"""
 WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s),
-t AS ({_REFS}), d AS (
-    DELETE FROM pgq_message m USING t WHERE m.msg_id = t.msg_id RETURNING {_M_COLS}
+d AS (
+    DELETE FROM pgq_message m WHERE {_FENCED_IDS}
+    RETURNING {_M_COLS}
 ), a AS (
     INSERT INTO pgq_archived_message ({_COLS}, archived_at, outcome, result, error)
     SELECT {_COLS}, clock_timestamp(), %(outcome)s, %(result)s::jsonb, %(error)s FROM d
