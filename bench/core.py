@@ -88,14 +88,13 @@ RETURNING m.msg_id, m.queue_id, m.message, m.headers, m.attributes, m.label, m.p
 
 HAND_DELETE = """
 WITH q AS (SELECT id, archive_on_ack FROM pgq_queue WHERE name = %(queue)s),
-t AS (
-    SELECT m.msg_id FROM pgq_message m
-    JOIN unnest(%(ids)s::bigint[], %(cts)s::int[]) AS r(id, ct)
-      ON m.msg_id = r.id AND (r.ct IS NULL OR m.read_ct = r.ct)
-    WHERE m.queue_id = (SELECT id FROM q)
-    FOR UPDATE OF m
-), d AS (
-    DELETE FROM pgq_message m USING t WHERE m.msg_id = t.msg_id RETURNING m.*
+d AS (
+    DELETE FROM pgq_message m
+    WHERE m.msg_id = ANY(%(ids)s::bigint[])
+      AND coalesce((%(cts)s::int[])[array_position(%(ids)s::bigint[], m.msg_id)], m.read_ct)
+          = m.read_ct
+      AND m.queue_id = (SELECT id FROM q)
+    RETURNING m.*
 ), a AS (
     INSERT INTO pgq_archived_message (msg_id, queue_id, message, headers, attributes, label,
         priority, read_ct, enqueued_at, vt, expires_at, group_id, dedup_id, max_retries,
