@@ -63,15 +63,13 @@ SELECT (SELECT id FROM q),
 
 HAND_READ = """
 WITH q AS (
-    SELECT id, fifo, visibility_timeout FROM pgq_queue WHERE name = %(queue)s AND NOT paused
+    SELECT id, visibility_timeout FROM pgq_queue
+    WHERE name = %(queue)s AND NOT paused AND NOT fifo
 ), c AS (
     SELECT m.msg_id FROM pgq_message m
     WHERE m.queue_id = (SELECT id FROM q)
       AND m.vt <= clock_timestamp()
       AND (m.expires_at IS NULL OR m.expires_at > clock_timestamp())
-      AND (NOT (SELECT fifo FROM q) OR m.group_id IS NULL OR NOT EXISTS (
-            SELECT 1 FROM pgq_message e
-            WHERE e.queue_id = m.queue_id AND e.group_id = m.group_id AND e.msg_id < m.msg_id))
     ORDER BY m.priority, m.msg_id
     LIMIT %(qty)s
     FOR UPDATE OF m SKIP LOCKED

@@ -75,39 +75,58 @@ SELECT (SELECT id FROM q),
         WHERE coalesce(%(delay)s, q.delivery_delay) <= 0)
 """
 
-# The candidate rows of a read: visible, unexpired, heads of their FIFO group, best first.
+# The candidate rows of a read: visible, unexpired, best first. Two shapes: a FIFO queue also
+# requires each row to be the head of its message group. Each statement's ``q`` CTE only
+# matches a queue of its own shape, so a wrong guess finds no queue instead of delivering out
+# of order (see MessageManager._leasing, which picks the shape and corrects a wrong guess).
+# The group check costs a sixth of a plain read even when it never runs, hence two shapes.
 _CANDIDATES = """
     SELECT m.msg_id FROM pgq_message m
     WHERE m.queue_id = (SELECT id FROM q)
       AND m.vt <= clock_timestamp()
       AND (m.expires_at IS NULL OR m.expires_at > clock_timestamp())
-      AND (NOT (SELECT fifo FROM q) OR m.group_id IS NULL OR NOT EXISTS (
-            SELECT 1 FROM pgq_message e
-            WHERE e.queue_id = m.queue_id AND e.group_id = m.group_id AND e.msg_id < m.msg_id))
-      {filters}
+      {group_head}
+      {{filters}}
     ORDER BY m.priority, m.msg_id
     LIMIT %(qty)s
     FOR UPDATE OF m SKIP LOCKED
 """
+_GROUP_HEAD = """AND (m.group_id IS NULL OR NOT EXISTS (
+            SELECT 1 FROM pgq_message e
+            WHERE e.queue_id = m.queue_id AND e.group_id = m.group_id AND e.msg_id < m.msg_id))"""
+
+
+def _shapes(template: str) -> dict[bool, str]:
+    """The template for plain (False) and FIFO (True) queues."""
+    return {
+        fifo: template.format(
+            fifo="fifo" if fifo else "NOT fifo",
+            candidates=_CANDIDATES.format(group_head=_GROUP_HEAD if fifo else ""),
+        )
+        for fifo in (False, True)
+    }
+
 
 # -- read -- Lease up to qty visible messages: vt = now + vt, read_ct + 1.
-READ = f"""
+READ = _shapes(f"""
 WITH q AS (
-    SELECT id, fifo, visibility_timeout FROM pgq_queue WHERE name = %(queue)s AND NOT paused
-), c AS ({_CANDIDATES})
+    SELECT id, visibility_timeout FROM pgq_queue
+    WHERE name = %(queue)s AND NOT paused AND {{fifo}}
+), c AS ({{candidates}})
 UPDATE pgq_message m
 SET vt = clock_timestamp() + make_interval(secs => coalesce(%(vt)s, q.visibility_timeout)),
     read_ct = m.read_ct + 1
 FROM c, q
 WHERE m.msg_id = c.msg_id
 RETURNING {_M_COLS}
-"""
+""")
 
 # -- pop -- Take up to qty visible messages out of the queue at once (archive if asked to).
-POP = f"""
+POP = _shapes(f"""
 WITH q AS (
-    SELECT id, fifo, archive_on_ack FROM pgq_queue WHERE name = %(queue)s AND NOT paused
-), c AS ({_CANDIDATES}), d AS (
+    SELECT id, archive_on_ack FROM pgq_queue
+    WHERE name = %(queue)s AND NOT paused AND {{fifo}}
+), c AS ({{candidates}}), d AS (
     DELETE FROM pgq_message m USING c WHERE m.msg_id = c.msg_id RETURNING {_M_COLS}
 ), a AS (
     INSERT INTO pgq_archived_message ({_COLS}, archived_at, outcome)
@@ -118,10 +137,11 @@ WITH q AS (
     WHERE n.n > 0
 )
 SELECT {_COLS} FROM d
-"""
+""")
 
-# -- queue_state -- Why a statement found nothing: the queue's existence, pause and size limit.
-QUEUE_STATE = "SELECT id, paused, max_message_size FROM pgq_queue WHERE name = %s"
+# -- queue_state -- Why a statement found nothing: the queue's existence, pause, size limit
+# and shape (FIFO or not).
+QUEUE_STATE = "SELECT id, paused, max_message_size, fifo FROM pgq_queue WHERE name = %s"
 
 # -- read_by_id -- One message by id, without leasing it.
 READ_BY_ID = f"""
@@ -438,6 +458,9 @@ def _plain_columns(model: type[models.Model]) -> bool:
     return _PLAIN[model]
 
 
+# Queue name -> whether it is FIFO, as last seen by this process (see _leasing).
+_FIFO_QUEUES: dict[str, bool] = {}
+
 _MessageManagerBase = _SqlManager.from_queryset(MessageQuerySet)
 
 
@@ -462,16 +485,30 @@ class MessageManager(_MessageManagerBase):
     ) -> list[Any]:
         """Lease up to ``qty`` messages (``SELECT … FOR UPDATE SKIP LOCKED`` + UPDATE)."""
         clause, params = _filter_clause(filters or {})
-        sql = READ.format(filters=clause)
         params.update(queue=queue, qty=qty, vt=vt)
-        rows = self._execute(sql, params).fetchall()
-        return sorted(self._instances(rows), key=lambda m: (m.priority, m.msg_id))
+        return self._leasing(READ, queue, clause, params)
 
     def pop(self, queue: str, *, qty: int) -> list[Any]:
-        rows = self._execute(POP.format(filters=""), {"queue": queue, "qty": qty}).fetchall()
+        return self._leasing(POP, queue, "", {"queue": queue, "qty": qty})
+
+    def _leasing(
+        self, shapes: dict[bool, str], queue: str, clause: str, params: dict[str, Any]
+    ) -> list[Any]:
+        """Run the statement of the queue's shape, remembered per process by queue name.
+
+        A guess that no longer holds (a queue dropped and re-created as the other shape)
+        matches no queue, so an empty result checks the shape once and runs the other one.
+        """
+        fifo = _FIFO_QUEUES.get(queue, False)
+        rows = self._execute(shapes[fifo].format(filters=clause), params).fetchall()
+        if not rows:
+            state = self.queue_state(queue)
+            if state is not None and state[3] != fifo:
+                fifo = _FIFO_QUEUES[queue] = state[3]
+                rows = self._execute(shapes[fifo].format(filters=clause), params).fetchall()
         return sorted(self._instances(rows), key=lambda m: (m.priority, m.msg_id))
 
-    def queue_state(self, queue: str) -> tuple[int, bool, int] | None:
+    def queue_state(self, queue: str) -> tuple[int, bool, int, bool] | None:
         return self._execute(QUEUE_STATE, [queue]).fetchone()
 
     def read_by_id(self, queue: str, msg_id: int) -> tuple[int | None, Any]:

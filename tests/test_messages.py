@@ -293,3 +293,20 @@ def test_text_bodies_are_json_strings(queue):
     assert pgq.read_by_id(queue, msg_id).message == "plain words"
     with pytest.raises(pgq.InvalidMessage):
         pgq.send(queue, [1], headers={"content_type": "text/plain"})
+
+
+def test_a_queue_recreated_as_fifo_is_read_in_group_order_by_the_same_process(db):
+    # The process remembers "plain" for this name, then the queue comes back as FIFO: the
+    # remembered shape must not deliver two messages of one group at once.
+    pgq.create_queue("reborn", fifo=False)
+    pgq.send("reborn", "plain")
+    assert [m.message for m in pgq.read("reborn")] == ["plain"]
+    pgq.drop_queue("reborn")
+    pgq.create_queue("reborn", fifo=True)
+    first = pgq.send("reborn", "g1", group="g")
+    pgq.send("reborn", "g2", group="g")
+    assert [m.msg_id for m in pgq.read("reborn", qty=10)] == [first]
+    pgq.drop_queue("reborn")
+    pgq.create_queue("reborn")
+    ids = pgq.send_batch("reborn", ["a", "b"], group="g")
+    assert [m.msg_id for m in pgq.pop("reborn", qty=10)] == ids
