@@ -60,11 +60,13 @@ _STATUS = {
 
 
 def _json_ready(value: Any) -> Any:
-    try:
-        from django.tasks.utils import normalize_json
-    except ImportError:
-        from django_tasks.utils import normalize_json
-    return normalize_json(value)
+    # Django 6.1 keeps normalize_json in django.tasks.base, 6.0 in django.tasks.utils, and
+    # the backport in django_tasks.utils.
+    for module in ("django.tasks.base", "django.tasks.utils", "django_tasks.utils"):
+        with contextlib.suppress(ImportError):
+            normalize_json = import_string(f"{module}.normalize_json")
+            return normalize_json(value)
+    raise ImportError("no normalize_json in django.tasks or django_tasks")
 
 
 class PgqBackend(BaseTaskBackend):

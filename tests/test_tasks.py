@@ -21,11 +21,14 @@ from pgq_django.tasks import (
 from pgq_django.worker.loop import Worker
 
 try:
+    from django.tasks import exceptions as task_exceptions
     from django.tasks import task
-    from django.tasks.exceptions import InvalidTaskError
 except ImportError:
+    from django_tasks import exceptions as task_exceptions
     from django_tasks import task
-    from django_tasks.exceptions import InvalidTaskError
+
+# Django 6 names it InvalidTask; the django-tasks backport InvalidTaskError.
+InvalidTaskError = getattr(task_exceptions, "InvalidTask", None) or task_exceptions.InvalidTaskError
 
 TASKS = {
     "default": {

@@ -18,6 +18,7 @@ from ..models import (
 from .common import (
     ExchangeBindingInline,
     ExchangeGrantInline,
+    WithoutBulkDelete,
     _staff,
 )
 
@@ -25,7 +26,7 @@ from .common import (
 
 
 @admin.register(Exchange)
-class ExchangeAdmin(admin.ModelAdmin):
+class ExchangeAdmin(WithoutBulkDelete, admin.ModelAdmin):
     list_display = ("name", "type", "owner", "binding_count")
     list_filter = ("type",)
     search_fields = ("name",)
@@ -76,8 +77,3 @@ class ExchangeAdmin(admin.ModelAdmin):
         # The admin's confirmation page lists the bindings; deleting unbinds, keeping queues.
         Binding.objects.filter(exchange=obj).delete()
         pgq.drop_exchange(obj.name)
-
-    def get_actions(self, request: HttpRequest) -> Any:
-        found = super().get_actions(request)
-        found.pop("delete_selected", None)
-        return found

@@ -31,6 +31,7 @@ from .common import (
     PAGE_SIZE,
     QueueBindingInline,
     QueueGrantInline,
+    WithoutBulkDelete,
     _age,
     _page,
     _pretty,
@@ -76,7 +77,7 @@ class SendMessageForm(forms.Form):
 
 
 @admin.register(Queue)
-class QueueAdmin(admin.ModelAdmin):
+class QueueAdmin(WithoutBulkDelete, admin.ModelAdmin):
     list_display = (
         "name",
         "depth",
@@ -150,11 +151,6 @@ class QueueAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Queue]:
         return visible_queues(request.user).select_related("dead_letter_queue")
-
-    def get_actions(self, request: HttpRequest) -> Any:
-        found = super().get_actions(request)
-        found.pop("delete_selected", None)
-        return found
 
     # Changes go through the functional API.
 
