@@ -88,6 +88,7 @@ def may(user: Any, right: str, target: Queue | Exchange | str) -> bool:
     ``target`` is a Queue, an Exchange, or a name: an exchange name for ``publish``, a
     queue name otherwise. An unknown name answers False (the caller reports "not found").
     """
+    found: QuerySet[Any]
     if isinstance(target, Exchange) or (isinstance(target, str) and right == "publish"):
         found = exchanges_for(user, right)
     else:

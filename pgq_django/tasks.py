@@ -41,11 +41,15 @@ try:  # Django >= 6.0
     from django.tasks.base import Task, TaskError
     from django.tasks.exceptions import TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
-except ImportError:  # Django 5.2 with the django-tasks backport
-    from django_tasks import TaskContext, TaskResult, TaskResultStatus
-    from django_tasks.backends.base import BaseTaskBackend
-    from django_tasks.base import Task, TaskError
-    from django_tasks.exceptions import TaskResultDoesNotExist
+except ImportError:  # Django 5.2 with the django-tasks backport (same API, other module)
+    from django_tasks import (  # type: ignore[assignment]
+        TaskContext,
+        TaskResult,
+        TaskResultStatus,
+    )
+    from django_tasks.backends.base import BaseTaskBackend  # type: ignore[assignment]
+    from django_tasks.base import Task, TaskError  # type: ignore[assignment]
+    from django_tasks.exceptions import TaskResultDoesNotExist  # type: ignore[assignment]
     from django_tasks.signals import task_enqueued, task_finished, task_started
 
 BACKEND_PATH = "pgq_django.tasks.PgqBackend"
@@ -121,7 +125,7 @@ class PgqBackend(BaseTaskBackend):
             delay=delay,
             headers={"pgq_task": task.module_path},
         )
-        result = TaskResult(
+        result: TaskResult[Any, Any] = TaskResult(
             task=task,
             id=str(msg_id),
             status=TaskResultStatus.READY,
@@ -168,7 +172,7 @@ def _task_result(backend: PgqBackend, found: Any, body: dict[str, Any]) -> TaskR
         )
     finished = found.finished_at if found.finished else None
     started = _parse_time(stored.get("started_at")) or finished
-    result = TaskResult(
+    result: TaskResult[Any, Any] = TaskResult(
         task=task,
         id=str(found.msg_id),
         status=status,
@@ -227,7 +231,7 @@ def run_task(message: Any) -> dict[str, Any]:
     backend = _backend(body.get("backend"))
     task = _load_task(body, backend.alias)
     started = timezone.now()
-    running = TaskResult(
+    running: TaskResult[Any, Any] = TaskResult(
         task=task,
         id=str(message.msg_id),
         status=TaskResultStatus.RUNNING,
@@ -267,8 +271,11 @@ def _backend(alias: str | None) -> PgqBackend:
     try:
         from django.tasks import task_backends
     except ImportError:
-        from django_tasks import task_backends
-    return task_backends[alias or "default"]
+        from django_tasks import task_backends  # type: ignore[assignment]
+    backend = task_backends[alias or "default"]
+    if not isinstance(backend, PgqBackend):
+        raise TypeError(f"task backend {alias or 'default'!r} is not a PgqBackend")
+    return backend
 
 
 def task_handlers() -> dict[str, Any]:

@@ -91,10 +91,10 @@ class WithoutBulkDelete:
 # -- inlines ----------------------------------------------------------------------------------
 
 
-class QueueGrantInline(admin.TabularInline):
-    model = QueueGrant
+class _GrantInline(admin.TabularInline):
+    """Grants are shown to staff and changed only by those who manage the target."""
+
     extra = 0
-    fields = ("user", "group", "can_read", "can_write", "can_manage")
     autocomplete_fields = ()
     verbose_name = "grant"
 
@@ -114,7 +114,12 @@ class QueueGrantInline(admin.TabularInline):
         return self._manages(request, obj)
 
 
-class ExchangeGrantInline(QueueGrantInline):
+class QueueGrantInline(_GrantInline):
+    model = QueueGrant
+    fields = ("user", "group", "can_read", "can_write", "can_manage")
+
+
+class ExchangeGrantInline(_GrantInline):
     model = ExchangeGrant
     fields = ("user", "group", "can_publish")
 

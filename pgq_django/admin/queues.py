@@ -26,6 +26,7 @@ from ..models import (
     Message,
     Queue,
 )
+from ..models.messages import MessageFields
 from .common import (
     _QUEUE_API_FIELDS,
     PAGE_SIZE,
@@ -277,6 +278,7 @@ class QueueAdmin(WithoutBulkDelete, admin.ModelAdmin):
         if self._denied(request, "read", queue):
             return HttpResponseRedirect(reverse("admin:pgq_django_queue_changelist"))
         tab = "archive" if request.GET.get("tab") == "archive" else "live"
+        rows: QuerySet[Any]
         if tab == "live":
             rows = Message.objects.filter(queue_id=queue.pk).order_by("priority", "msg_id")
         else:
@@ -435,7 +437,7 @@ class QueueAdmin(WithoutBulkDelete, admin.ModelAdmin):
         return JsonResponse(self._dashboard_payload(request))
 
 
-def _status(message: Message, now: Any) -> str:
+def _status(message: MessageFields, now: Any) -> str:
     if message.vt > now:
         return "in flight" if message.read_ct > 0 else "delayed"
     return "visible"

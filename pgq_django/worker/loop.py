@@ -147,7 +147,7 @@ class Worker:
     def _install_signals(self) -> dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():
             return {}
-        installed = {}
+        installed: dict[int, Any] = {}
         for sig in (signal.SIGTERM, signal.SIGINT):
             installed[sig] = signal.signal(sig, self._on_signal)
         return installed
