@@ -91,12 +91,10 @@ class WithoutBulkDelete:
 # -- inlines ----------------------------------------------------------------------------------
 
 
-class _GrantInline(admin.TabularInline):
-    """Grants are shown to staff and changed only by those who manage the target."""
+class _ManagedInline(admin.TabularInline):
+    """Rows shown to staff and changed only by those who may manage the parent object."""
 
     extra = 0
-    autocomplete_fields = ()
-    verbose_name = "grant"
 
     def _manages(self, request: HttpRequest, obj: Any) -> bool:
         return obj is not None and access.may(request.user, "manage", obj)
@@ -112,6 +110,11 @@ class _GrantInline(admin.TabularInline):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._manages(request, obj)
+
+
+class _GrantInline(_ManagedInline):
+    autocomplete_fields = ()
+    verbose_name = "grant"
 
 
 class QueueGrantInline(_GrantInline):
@@ -158,31 +161,15 @@ class BindingForm(forms.ModelForm):
             raise forms.ValidationError(exc.message) from None
 
 
-class ExchangeBindingInline(admin.TabularInline):
+class ExchangeBindingInline(_ManagedInline):
     """Bindings edited on their exchange; queues offered are those the user manages."""
 
     model = Binding
     form = BindingForm
     fk_name = "exchange"
-    extra = 0
     fields = ("queue", "routing_key", "filters")
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "queue":
             kwargs["queryset"] = access.queues_for(request.user, "manage")
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    def _manages(self, request: HttpRequest, obj: Any) -> bool:
-        return obj is not None and access.may(request.user, "manage", obj)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return _staff(request)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._manages(request, obj)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._manages(request, obj)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._manages(request, obj)
