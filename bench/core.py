@@ -85,22 +85,14 @@ RETURNING m.msg_id, m.queue_id, m.message, m.headers, m.attributes, m.label, m.p
 """
 
 HAND_DELETE = """
-WITH q AS (SELECT id, archive_on_ack FROM pgq_queue WHERE name = %(queue)s),
+WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s AND NOT archive_on_ack),
 d AS (
     DELETE FROM pgq_message m
     WHERE m.msg_id = ANY(%(ids)s::bigint[])
       AND coalesce((%(cts)s::int[])[array_position(%(ids)s::bigint[], m.msg_id)], m.read_ct)
           = m.read_ct
       AND m.queue_id = (SELECT id FROM q)
-    RETURNING m.*
-), a AS (
-    INSERT INTO pgq_archived_message (msg_id, queue_id, message, headers, attributes, label,
-        priority, read_ct, enqueued_at, vt, expires_at, group_id, dedup_id, max_retries,
-        retry_delay, cancel_requested, archived_at, outcome, result)
-    SELECT msg_id, queue_id, message, headers, attributes, label, priority, read_ct,
-           enqueued_at, vt, expires_at, group_id, dedup_id, max_retries, retry_delay,
-           cancel_requested, clock_timestamp(), 'acked', NULL FROM d
-    WHERE (SELECT archive_on_ack FROM q)
+    RETURNING m.msg_id
 ), counted AS (
     INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
     SELECT q.id, 'acked', n.n, clock_timestamp() FROM q, (SELECT count(*) AS n FROM d) n

@@ -310,3 +310,20 @@ def test_a_queue_recreated_as_fifo_is_read_in_group_order_by_the_same_process(db
     pgq.create_queue("reborn")
     ids = pgq.send_batch("reborn", ["a", "b"], group="g")
     assert [m.msg_id for m in pgq.pop("reborn", qty=10)] == ids
+
+
+def test_switching_archive_on_ack_takes_effect_for_the_next_delete(make_queue):
+    q = make_queue()
+    first = pgq.send(q, "not kept")
+    assert pgq.delete(q, first) is True
+    pgq.alter_queue(q, archive_on_ack=True)
+    kept = pgq.send(q, "kept")
+    assert pgq.delete(q, kept) is True
+    pgq.alter_queue(q, archive_on_ack=False)
+    dropped = pgq.send(q, "dropped")
+    assert pgq.delete(q, [dropped, 10**12]) == [dropped]
+    archived = set(ArchivedMessage.objects.filter(queue=q).values_list("msg_id", flat=True))
+    assert archived == {kept}
+    assert pgq.delete(q, kept) is False
+    with pytest.raises(pgq.QueueNotFound):
+        pgq.delete("no_such_queue", first)

@@ -26,7 +26,7 @@ def _missing(queue: str, *, size: int | None = None) -> Exception:
     state = _manager().queue_state(queue)
     if state is None:
         return QueueNotFound(f"Queue {queue!r} does not exist.", queue=queue)
-    _, paused, max_size, _fifo = state
+    paused, max_size = state[1], state[2]
     if size is not None and size > max_size:
         return MessageTooLarge(
             f"The message is {size} bytes; queue {queue!r} accepts at most {max_size}.",
