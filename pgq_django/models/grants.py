@@ -25,15 +25,25 @@ from .exchanges import Exchange
 from .queues import Queue
 
 
-def _one_grantee(prefix: str) -> models.CheckConstraint:
-    """A grant names exactly one of a user and a group."""
-    return models.CheckConstraint(
-        condition=(
-            models.Q(user__isnull=False, group__isnull=True)
-            | models.Q(user__isnull=True, group__isnull=False)
+def _grant_constraints(prefix: str, target: str) -> list[models.BaseConstraint]:
+    """A grant names exactly one of a user and a group, and each at most once per target."""
+    return [
+        models.CheckConstraint(
+            condition=(
+                models.Q(user__isnull=False, group__isnull=True)
+                | models.Q(user__isnull=True, group__isnull=False)
+            ),
+            name=f"{prefix}_one_grantee",
         ),
-        name=f"{prefix}_one_grantee",
-    )
+        *(
+            models.UniqueConstraint(
+                fields=[target, grantee],
+                name=f"{prefix}_{grantee}",
+                condition=models.Q(**{f"{grantee}__isnull": False}),
+            )
+            for grantee in ("user", "group")
+        ),
+    ]
 
 
 class Grantee(models.Model):
@@ -75,19 +85,7 @@ class QueueGrant(Grantee):
     class Meta:
         app_label = "pgq_django"
         db_table = "pgq_queue_grant"
-        constraints = [
-            _one_grantee("pgq_queue_grant"),
-            models.UniqueConstraint(
-                fields=["queue", "user"],
-                name="pgq_queue_grant_user",
-                condition=models.Q(user__isnull=False),
-            ),
-            models.UniqueConstraint(
-                fields=["queue", "group"],
-                name="pgq_queue_grant_group",
-                condition=models.Q(group__isnull=False),
-            ),
-        ]
+        constraints = _grant_constraints("pgq_queue_grant", "queue")
 
     def __str__(self) -> str:
         rights = [r for r in ("read", "write", "manage") if getattr(self, f"can_{r}")]
@@ -105,19 +103,7 @@ class ExchangeGrant(Grantee):
     class Meta:
         app_label = "pgq_django"
         db_table = "pgq_exchange_grant"
-        constraints = [
-            _one_grantee("pgq_exchange_grant"),
-            models.UniqueConstraint(
-                fields=["exchange", "user"],
-                name="pgq_exchange_grant_user",
-                condition=models.Q(user__isnull=False),
-            ),
-            models.UniqueConstraint(
-                fields=["exchange", "group"],
-                name="pgq_exchange_grant_group",
-                condition=models.Q(group__isnull=False),
-            ),
-        ]
+        constraints = _grant_constraints("pgq_exchange_grant", "exchange")
 
     def __str__(self) -> str:
         return f"{self.grantee}: {'publish' if self.can_publish else 'nothing'}"
