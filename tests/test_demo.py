@@ -11,48 +11,13 @@ import os
 import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
-from django.conf import settings
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from .conftest import ROOT
 
 pytestmark = pytest.mark.slow
-
-
-def _conninfo(dbname: str) -> str:
-    db: dict[str, Any] = settings.DATABASES["default"]
-    params = {
-        "dbname": dbname,
-        "user": db.get("USER") or None,
-        "password": db.get("PASSWORD") or None,
-        "host": db.get("HOST") or None,
-        "port": str(db["PORT"]) if db.get("PORT") else None,
-        **db.get("OPTIONS", {}),
-    }
-    return make_conninfo(**{k: v for k, v in params.items() if v is not None})
-
-
-@pytest.fixture
-def fresh_database() -> Iterator[str]:
-    """A new, empty database on the test server; its conninfo. Dropped at teardown."""
-    name = "pgq_demo_" + uuid.uuid4().hex[:10]
-    admin_db = settings.DATABASES["default"]["NAME"]
-    with psycopg.connect(_conninfo(admin_db), autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield _conninfo(name)
-    finally:
-        with psycopg.connect(_conninfo(admin_db), autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
 
 
 def _free_port() -> int:
