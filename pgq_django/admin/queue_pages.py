@@ -1,0 +1,260 @@
+"""The queue admin's own pages: the message browser, its actions, sending a test message
+and the dashboard. A mixin of :class:`~pgq_django.admin.queues.QueueAdmin`."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+
+import pgq_django as pgq
+
+from .. import access
+from ..exceptions import PgqError
+from ..models import (
+    ArchivedMessage,
+    Message,
+    Queue,
+)
+from ..models.messages import MessageFields
+from .common import (
+    PAGE_SIZE,
+    _age,
+    _pretty,
+    _staff,
+    visible_queues,
+)
+
+# -- queues -----------------------------------------------------------------------------------
+
+
+class SendMessageForm(forms.Form):
+    body = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
+        initial='{"hello": "world"}',
+        help_text="JSON; anything that is not valid JSON is sent as a string.",
+    )
+    headers = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
+        help_text="Optional JSON object.",
+    )
+    priority = forms.IntegerField(initial=0)
+    delay = forms.FloatField(initial=0, min_value=0, help_text="Seconds.")
+
+    def clean_body(self) -> Any:
+        text = self.cleaned_data["body"]
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    def clean_headers(self) -> Any:
+        text = self.cleaned_data.get("headers") or ""
+        if not text.strip():
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Headers must be a JSON object.")
+        return value
+
+
+if TYPE_CHECKING:
+    _AdminBase = admin.ModelAdmin
+else:
+    _AdminBase = object
+
+
+class QueuePagesMixin(_AdminBase):
+    """Views QueueAdmin.get_urls routes to; they use its permission helpers."""
+
+    def _queue_or_404(self, request: HttpRequest, pk: int) -> Queue:
+        return get_object_or_404(visible_queues(request.user), pk=pk)
+
+    def _denied(self, request: HttpRequest, right: str, queue: Queue) -> bool:
+        if access.may(request.user, right, queue):
+            return False
+        self.message_user(request, f"You may not {right} queue {queue.name}.", messages.ERROR)
+        return True
+
+    def messages_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        queue = self._queue_or_404(request, pk)
+        if self._denied(request, "read", queue):
+            return HttpResponseRedirect(reverse("admin:pgq_django_queue_changelist"))
+        tab = "archive" if request.GET.get("tab") == "archive" else "live"
+        rows: QuerySet[Any]
+        if tab == "live":
+            rows = Message.objects.filter(queue_id=queue.pk).order_by("priority", "msg_id")
+        else:
+            rows = ArchivedMessage.objects.filter(queue_id=queue.pk).order_by("-msg_id")
+        page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+        now = timezone.now()
+        shown = [
+            {
+                "obj": m,
+                "body": _pretty(m.message),
+                "headers": _pretty(m.headers),
+                "attributes": _pretty(m.attributes) if m.attributes else "",
+                "status": getattr(m, "outcome", None) or _status(m, now),
+            }
+            for m in page.object_list
+        ]
+        metric = pgq.metrics(queue.name)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Messages of {queue.name}",
+            "queue": queue,
+            "tab": tab,
+            "page": page,
+            "messages_shown": shown,
+            "metric": metric,
+            "oldest": _age(metric.oldest_msg_age_sec),
+            "can_manage": access.may(request.user, "manage", queue),
+            "can_write": access.may(request.user, "write", queue),
+            "is_dead_letter_queue": queue.source_queues.exists(),
+        }
+        return TemplateResponse(request, "pgq_django/admin/messages.html", context)
+
+    def operate_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """POST-only buttons of the message browser: purge, redrive, pause, resume, replay."""
+        queue = self._queue_or_404(request, pk)
+        back = reverse("admin:pgq_django_queue_messages", args=[pk])
+        if request.method != "POST":
+            return HttpResponseRedirect(back)
+        op = request.POST.get("op", "")
+        right = "write" if op == "replay" else "manage"
+        if op not in ("purge", "redrive", "pause", "resume", "replay") or self._denied(
+            request, right, queue
+        ):
+            return HttpResponseRedirect(back)
+        try:
+            if op == "purge":
+                note = f"Purged {pgq.purge_queue(queue.name)} messages."
+            elif op == "redrive":
+                note = f"Redrove {pgq.redrive(queue.name)} messages."
+            elif op == "pause":
+                pgq.pause_queue(queue.name)
+                note = "Paused."
+            elif op == "resume":
+                pgq.resume_queue(queue.name)
+                note = "Resumed."
+            else:
+                note = f"Replayed {self._replay(queue, request.POST.getlist('msg_id'))} messages."
+                back += "?tab=archive"
+        except PgqError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return HttpResponseRedirect(back)
+        self.message_user(request, f"{queue.name}: {note}")
+        return HttpResponseRedirect(back)
+
+    def _replay(self, queue: Queue, ids: list[str]) -> int:
+        """Send copies of archived messages back into their queue; the archive keeps them."""
+        wanted = [int(i) for i in ids if i.isdigit()]
+        rows = ArchivedMessage.objects.filter(queue_id=queue.pk, msg_id__in=wanted)
+        sent = 0
+        with transaction.atomic():
+            for row in rows.order_by("msg_id"):
+                headers = {**row.headers, "pgq_replayed_from": row.msg_id}
+                pgq.send(
+                    queue.name,
+                    row.message,
+                    headers=headers,
+                    attributes=row.attributes,
+                    label=row.label,
+                    priority=row.priority,
+                )
+                sent += 1
+        return sent
+
+    def send_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        queue = self._queue_or_404(request, pk)
+        back = reverse("admin:pgq_django_queue_messages", args=[pk])
+        if self._denied(request, "write", queue):
+            return HttpResponseRedirect(back)
+        form = SendMessageForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                msg_id = pgq.send(
+                    queue.name,
+                    data["body"],
+                    headers=data["headers"],
+                    priority=data["priority"],
+                    delay=data["delay"],
+                )
+            except PgqError as exc:
+                form.add_error(None, exc.message)
+            else:
+                self.message_user(request, f"Sent message {msg_id} to {queue.name}.")
+                return HttpResponseRedirect(back)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Send a test message to {queue.name}",
+            "queue": queue,
+            "form": form,
+        }
+        return TemplateResponse(request, "pgq_django/admin/send_message.html", context)
+
+    def _dashboard_payload(self, request: HttpRequest) -> dict[str, Any]:
+        from ..dashboard import series
+
+        queues = {q.name: q.pk for q in visible_queues(request.user)}
+        rows = [m for m in pgq.metrics_all() if m.queue_name in queues]
+        depth = sum(m.queue_length for m in rows)
+        data = series(queues.values(), depth)
+        data["queues"] = [
+            {
+                "name": m.queue_name,
+                "depth": m.queue_length,
+                "in_flight": m.in_flight,
+                "dead_letters": m.dead_letters,
+                "oldest": _age(m.oldest_msg_age_sec),
+                "url": reverse("admin:pgq_django_queue_messages", args=[queues[m.queue_name]]),
+            }
+            for m in rows
+        ]
+        data["totals"] = {
+            "queues": len(rows),
+            "depth": depth,
+            "in_flight": sum(m.in_flight for m in rows),
+            "dead_letters": sum(m.dead_letters for m in rows),
+        }
+        return data
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        if not _staff(request):
+            return HttpResponseRedirect(reverse("admin:index"))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Queue dashboard",
+            "data": self._dashboard_payload(request),
+            "data_url": reverse("admin:pgq_django_queue_dashboard_data"),
+        }
+        return TemplateResponse(request, "pgq_django/admin/dashboard.html", context)
+
+    def dashboard_data(self, request: HttpRequest) -> JsonResponse:
+        if not _staff(request):
+            return JsonResponse({"error": "staff only"}, status=403)
+        return JsonResponse(self._dashboard_payload(request))
+
+
+def _status(message: MessageFields, now: Any) -> str:
+    if message.vt > now:
+        return "in flight" if message.read_ct > 0 else "delayed"
+    return "visible"
