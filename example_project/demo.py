@@ -105,7 +105,12 @@ def has_route(path: str) -> bool:
 
 
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, str(MANAGE), *args], cwd=ROOT, env=env)
+    # Each child gets its own session, so a Ctrl-C in the terminal reaches only this script,
+    # which then stops every child once with SIGTERM: a worker that also got the terminal's
+    # SIGINT would take the SIGTERM as a second signal and force its stop.
+    return subprocess.Popen(
+        [sys.executable, str(MANAGE), *args], cwd=ROOT, env=env, start_new_session=True
+    )
 
 
 def wait_until_serving(url: str, server: subprocess.Popen[bytes]) -> tuple[int, str]:
