@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connections
-
 from .conf import settings
-from .managers import _COLS, _M_COLS, MESSAGE_COLUMNS
+from .managers import _COLS, _M_COLS, MESSAGE_COLUMNS, execute_statement
 
 # How long a dedup_id suppresses duplicates after the first send (SQS: five minutes).
 DEDUP_WINDOW_SECONDS = 300
@@ -221,20 +219,14 @@ SELECT count(*) FROM d
 """
 
 
-def _cursor() -> Any:
-    return connections[settings.DATABASE].cursor()
-
-
 def run(sql: str, params: Any) -> tuple[Any, ...] | None:
     """Run one named statement on the queue database and return its single row."""
-    with _cursor() as cursor:
-        cursor.execute(sql, params)
+    with execute_statement(sql, params) as cursor:
         return cursor.fetchone()
 
 
 def run_all(sql: str, params: Any) -> list[tuple[Any, ...]]:
-    with _cursor() as cursor:
-        cursor.execute(sql, params)
+    with execute_statement(sql, params) as cursor:
         return cursor.fetchall()
 
 

@@ -405,6 +405,39 @@ class _PreparingCursor(psycopg.Cursor):  # type: ignore[type-arg]
         return super().execute(query, params, prepare=prepare, **kw)
 
 
+def execute_statement(sql: str, params: Any, alias: str | None = None) -> Any:
+    """Run a named statement through :class:`_PreparingCursor` on Django's connection.
+
+    Every named statement of the package (here, in :mod:`pgq_django.delivery` and in
+    :mod:`pgq_django.routing`) runs through this one path. The cursor is still Django's
+    wrapper, so query logging, ``execute_wrapper`` hooks, error translation and the
+    connection's transaction state all apply as usual. With
+    ``PGQ["PREPARED_STATEMENTS"] = False`` (for poolers that cannot keep prepared
+    statements) the statements are bound on the server but never prepared.
+    """
+    from .conf import settings
+
+    db = connections[alias or settings.DATABASE]
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    raw = db.connection
+    if raw not in _CONFIGURED:
+        if raw.prepare_threshold is None:
+            # Django turns preparing off per connection; allow it for the statements
+            # that ask (ours) without making Django's own queries start preparing.
+            raw.prepare_threshold = _PREPARE_ONLY_WHEN_ASKED
+        # Django maps jsonb to a text loader; our binary results need psycopg's binary
+        # jsonb loader. Django's own queries use the text format and are unaffected.
+        raw.adapters.register_loader("jsonb", JsonbBinaryLoader)
+        _CONFIGURED.add(raw)
+    with db.wrap_database_errors:
+        inner: Any = _PreparingCursor(raw, prepare=bool(settings.PREPARED_STATEMENTS))
+    cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
+    cursor.execute(sql, params)
+    return cursor
+
+
 class _SqlManager(models.Manager):
     """Runs the named statements on the configured database and builds model instances."""
 
@@ -414,34 +447,7 @@ class _SqlManager(models.Manager):
         return self.db if self._db else settings.DATABASE
 
     def _execute(self, sql: str, params: Any) -> Any:
-        """Run a named statement through :class:`_PreparingCursor` on Django's connection.
-
-        The cursor is still Django's wrapper, so query logging, ``execute_wrapper`` hooks,
-        error translation and the connection's transaction state all apply as usual. With
-        ``PGQ["PREPARED_STATEMENTS"] = False`` (for poolers that cannot keep prepared
-        statements) the statements are bound on the server but never prepared.
-        """
-        from .conf import settings
-
-        db = connections[self._db_alias()]
-        db.close_if_health_check_failed()
-        db.ensure_connection()
-        db.validate_thread_sharing()
-        raw = db.connection
-        if raw not in _CONFIGURED:
-            if raw.prepare_threshold is None:
-                # Django turns preparing off per connection; allow it for the statements
-                # that ask (ours) without making Django's own queries start preparing.
-                raw.prepare_threshold = _PREPARE_ONLY_WHEN_ASKED
-            # Django maps jsonb to a text loader; our binary results need psycopg's binary
-            # jsonb loader. Django's own queries use the text format and are unaffected.
-            raw.adapters.register_loader("jsonb", JsonbBinaryLoader)
-            _CONFIGURED.add(raw)
-        with db.wrap_database_errors:
-            inner: Any = _PreparingCursor(raw, prepare=bool(settings.PREPARED_STATEMENTS))
-        cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
-        cursor.execute(sql, params)
-        return cursor
+        return execute_statement(sql, params, self._db_alias())
 
     def _instances(self, rows: Sequence[Sequence[Any]], offset: int = 0) -> list[Any]:
         """Turn RETURNING rows into model instances (jsonb arrives decoded: binary results).

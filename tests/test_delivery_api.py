@@ -228,3 +228,13 @@ def test_register_callback_validates_the_dotted_path(queue):
     assert pgq.get_queue(queue).callback == "json.dumps"
     pgq.unregister_callback(queue)
     assert pgq.get_queue(queue).callback == ""
+
+
+def test_result_returns_json_values_as_python_values_whatever_their_type(make_queue):
+    q = make_queue(archive_on_ack=True)
+    for body, value in [("text body", "done"), (["a", 1], {"k": [1, 2]}), (7, None)]:
+        msg_id = pgq.send(q, body, headers={"h": "v"})
+        [m] = pgq.read(q)
+        assert pgq.complete(q, m.receipt, result=value) is True
+        found = pgq.result(msg_id)
+        assert (found.message, found.result, found.headers) == (body, value, {"h": "v"})

@@ -57,10 +57,6 @@ class Result:
         return asdict(self)
 
 
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def result(msg_id: Any) -> Result | None:
     """The state of a message by id, live or archived; None if it left no trace.
 
@@ -77,13 +73,13 @@ def result(msg_id: Any) -> Result | None:
         msg_id=ident,
         queue_name=queue_name,
         outcome=outcome,
-        result=_json(value),
+        result=value,
         error=error,
         attempts=columns["read_ct"],
         enqueued_at=columns["enqueued_at"],
         finished_at=archived_at,
-        headers=_json(columns["headers"]) or {},
-        message=_json(columns["message"]),
+        headers=columns["headers"] or {},
+        message=columns["message"],
         cancel_requested=columns["cancel_requested"],
     )
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.validators import RegexValidator
-from django.db import connections, models
+from django.db import models
 
 from .queues import QUEUE_NAME_PATTERN, Queue
 
@@ -35,6 +35,7 @@ class ExchangeManager(models.Manager["Exchange"]):
         is inserted then.
         """
         from ..conf import settings as pgq_settings
+        from ..managers import execute_statement
         from ..routing import PUBLISH, topic_subject
 
         alias = self._db or pgq_settings.DATABASE
@@ -48,8 +49,7 @@ class ExchangeManager(models.Manager["Exchange"]):
             "channel": pgq_settings.NOTIFY_CHANNEL,
             **options,
         }
-        with connections[alias].cursor() as cursor:
-            cursor.execute(PUBLISH, params)
+        with execute_statement(PUBLISH, params, alias) as cursor:
             exchange_id, ids, too_large = cursor.fetchone()[:3]
         return exchange_id, list(ids or []), too_large
 
