@@ -518,18 +518,24 @@ class MessageManager(_MessageManagerBase):
 
     def lease(
         self, queue: str, *, qty: int, vt: float | None, filters: dict[str, Any] | None = None
-    ) -> list[Any]:
-        """Lease up to ``qty`` messages (``SELECT … FOR UPDATE SKIP LOCKED`` + UPDATE)."""
+    ) -> tuple[list[Any], Any]:
+        """Lease up to ``qty`` messages (``SELECT … FOR UPDATE SKIP LOCKED`` + UPDATE).
+
+        Returns (messages, queue state): the state (see :meth:`queue_state`) is looked up
+        only when nothing was leased, so the caller can tell an empty queue from a missing
+        or paused one without a query of its own.
+        """
         clause, params = _filter_clause(filters or {})
         params.update(queue=queue, qty=qty, vt=vt)
         return self._leasing(READ, queue, clause, params)
 
-    def pop(self, queue: str, *, qty: int) -> list[Any]:
+    def pop(self, queue: str, *, qty: int) -> tuple[list[Any], Any]:
+        """Like :meth:`lease`, but the messages leave the queue (archived with archive_on_ack)."""
         return self._leasing(POP, queue, "", {"queue": queue, "qty": qty})
 
     def _leasing(
         self, shapes: dict[bool, str], queue: str, clause: str, params: dict[str, Any]
-    ) -> list[Any]:
+    ) -> tuple[list[Any], Any]:
         """Run the statement of the queue's shape, remembered per process by queue name.
 
         A guess that no longer holds (a queue dropped and re-created as the other shape)
@@ -537,12 +543,13 @@ class MessageManager(_MessageManagerBase):
         """
         fifo = _FIFO_QUEUES.get(queue, False)
         rows = self._execute(shapes[fifo].format(filters=clause), params).fetchall()
+        state = None
         if not rows:
             state = self.queue_state(queue)
             if state is not None and state[3] != fifo:
                 fifo = _FIFO_QUEUES[queue] = state[3]
                 rows = self._execute(shapes[fifo].format(filters=clause), params).fetchall()
-        return sorted(self._instances(rows), key=lambda m: (m.priority, m.msg_id))
+        return sorted(self._instances(rows), key=lambda m: (m.priority, m.msg_id)), state
 
     def queue_state(self, queue: str) -> tuple[int, bool, int, bool, bool] | None:
         return self._execute(QUEUE_STATE, [queue]).fetchone()

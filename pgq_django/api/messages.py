@@ -106,20 +106,19 @@ def read(queue: Any, *, vt: Any = None, qty: int = 1, filters: Any = None) -> li
     read_ct grows by one; delete or archive it before then, or it is delivered again.
     """
     name = v.name(queue)
-    messages = _manager().lease(
+    messages, state = _manager().lease(
         name,
         qty=v.quantity(qty),
         vt=v.seconds(vt, "vt", allow_none=True),
         filters=v.filters(filters),
     )
-    if not messages:
-        _raise_if_unreadable(name)
+    _raise_if_unreadable(name, messages, state)
     return _named(messages, name)
 
 
-def _raise_if_unreadable(name: str) -> None:
-    state = _manager().queue_state(name)
-    if state is None or state[1]:
+def _raise_if_unreadable(name: str, messages: list[Message], state: Any) -> None:
+    """An empty lease from a missing or paused queue is an error, not an empty queue."""
+    if not messages and (state is None or state[1]):
         raise _missing(name)
 
 
@@ -198,9 +197,8 @@ async def aread_with_poll(
 def pop(queue: Any, qty: int = 1) -> list[Message]:
     """Take up to ``qty`` visible messages off the queue at once (read and delete)."""
     name = v.name(queue)
-    messages = _manager().pop(name, qty=v.quantity(qty))
-    if not messages:
-        _raise_if_unreadable(name)
+    messages, state = _manager().pop(name, qty=v.quantity(qty))
+    _raise_if_unreadable(name, messages, state)
     return _named(messages, name)
 
 
