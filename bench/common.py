@@ -52,7 +52,7 @@ def _ensure_database(server_dsn: str, name: str) -> None:
 
 def _bench_database() -> dict[str, Any]:
     """The Django database dict of the benchmark database (see the module docstring)."""
-    from pgq_django.devdb import dsn_to_django, embedded_dsn
+    from pgq_django.testing import dsn_to_django, embedded_dsn
 
     url = os.environ.get("DATABASE_URL")
     if url:

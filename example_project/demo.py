@@ -55,7 +55,7 @@ def database_url() -> str:
     if url:
         say("using the PostgreSQL server of DATABASE_URL")
         return url
-    from pgq_django.devdb import embedded_dsn
+    from pgq_django.testing import embedded_dsn
 
     data_dir = ROOT / ".pgdata" / "demo"
     say(f"starting the embedded PostgreSQL in {data_dir.relative_to(ROOT)}")

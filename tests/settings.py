@@ -3,7 +3,7 @@
 import os
 from pathlib import Path
 
-from pgq_django.devdb import database_settings
+from pgq_django.testing import database_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 SECRET_KEY = "tests-only-not-secret"

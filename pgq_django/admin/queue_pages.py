@@ -211,7 +211,7 @@ class QueuePagesMixin(_AdminBase):
         return TemplateResponse(request, "pgq_django/admin/send_message.html", context)
 
     def _dashboard_payload(self, request: HttpRequest) -> dict[str, Any]:
-        from ..dashboard import series
+        from .dashboard import series
 
         queues = {q.name: q.pk for q in visible_queues(request.user)}
         rows = [m for m in pgq.metrics_all() if m.queue_name in queues]

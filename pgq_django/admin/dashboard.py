@@ -19,7 +19,7 @@ from django.db.models import Sum
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
-from .models import QueueCounter
+from ..models import QueueCounter
 
 THROUGHPUT_KINDS = ("sent", "acked", "dead")
 # Counter kinds that take a message out of its queue.
