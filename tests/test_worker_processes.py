@@ -106,7 +106,7 @@ def test_a_poison_message_reaches_the_dlq_after_max_retries_plus_one_attempts(
     poison = pgq.send(q, {"fail": True, "attempts_file": str(attempts)})
     others = pgq.send_batch(q, [{"n": i} for i in range(30)])
     code, err = finish(spawn(*WORKER, "--queue", q.name, "--once"))
-    assert code == 0, err
+    assert code == 1, err  # handlers failed: --once says so
     assert attempts.read_text().split() == ["1", "2", "3"]
     assert sorted(m for m, _a, _p in effects(q)) == others
     (dead,) = pgq.read(dlq)
@@ -161,3 +161,21 @@ def test_a_worker_for_a_queue_without_handler_refuses_to_start(spawn, transactio
     code, err = finish(spawn(*WORKER, "--queue", "no_handler_here", "--once"))
     assert code != 0
     assert "No handler for queue(s) no_handler_here" in err
+
+
+def test_once_exits_1_and_counts_failures_apart_when_a_handler_failed(effects_queue, spawn):
+    q = effects_queue(max_retries=0)
+    pgq.send_batch(q, [{"n": 1}, {"fail": True}, {"n": 3}])
+    proc = spawn(*WORKER, "--queue", q.name, "--once")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert out.strip() == "processed=2 failed=1"
+    assert "event=worker_stopped" in err and "processed=2 failed=1" in err
+    assert pgq.metrics(q).dead_letters == 1
+
+    # Nothing failed: status 0, and the summary says so.
+    pgq.send(q, {"n": 4})
+    proc = spawn(*WORKER, "--queue", q.name, "--once")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.strip() == "processed=1 failed=0"

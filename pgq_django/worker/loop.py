@@ -24,7 +24,7 @@ import pgq_django as pgq
 
 from ..exceptions import QueueNotFound, QueuePaused
 from . import maintenance
-from .executor import execute
+from .executor import Outcome, execute
 from .leader import Leader
 from .leases import LeaseExtender
 from .notifier import Notifier, Wakeup
@@ -42,6 +42,7 @@ class _Slot:
     busy: bool = False
     idle_since: float = field(default_factory=time.monotonic)
     processed: int = 0
+    failed: int = 0
     retiring: bool = False
 
 
@@ -50,7 +51,9 @@ class Worker:
 
     ``concurrency`` fixes the thread count; ``min_workers``/``max_workers`` let it grow
     while there is a backlog and shrink after ``idle_timeout`` seconds idle. ``once`` drains
-    what is visible and returns. ``grace`` bounds how long a stop waits for handlers.
+    what is visible and returns, with exit code 1 if a handler failed (cron and CI read the
+    code). ``grace`` bounds how long a stop waits for handlers. ``processed`` and ``failed``
+    count the messages handled successfully and unsuccessfully so far.
     """
 
     def __init__(
@@ -125,8 +128,21 @@ class Worker:
         for _ in range(self.min_workers):
             self._add_slot()
 
+    @property
+    def processed(self) -> int:
+        """Messages whose handler returned (and which were acknowledged) or were cancelled."""
+        with self._lock:
+            return sum(s.processed for s in self._slots)
+
+    @property
+    def failed(self) -> int:
+        """Messages whose handler raised (nacked for a retry or dead-lettered)."""
+        with self._lock:
+            return sum(s.failed for s in self._slots)
+
     def run(self) -> int:
-        """Run until drained (``once``) or stopped by a signal; returns the exit code."""
+        """Run until drained (``once``) or stopped by a signal; returns the exit code:
+        1 when ``once`` and a handler failed, else 0."""
         installed = self._install_signals()
         try:
             self.start()
@@ -186,9 +202,14 @@ class Worker:
             if service is not None:
                 service.stop()
         self.leases.stop()
-        processed = sum(s.processed for s in self._slots)
-        logger.info("event=worker_stopped worker=%s processed=%s", self.worker_id, processed)
-        return 0
+        processed, failed = self.processed, self.failed
+        logger.info(
+            "event=worker_stopped worker=%s processed=%s failed=%s",
+            self.worker_id,
+            processed,
+            failed,
+        )
+        return 1 if self.once and failed else 0
 
     # -- threads -------------------------------------------------------------------------
 
@@ -296,8 +317,9 @@ class Worker:
                 if self.stopping.is_set():
                     self._release(entry.queue, messages[i:])
                     return
+                outcome = Outcome.FAILED
                 try:
-                    execute(entry, message)
+                    outcome = execute(entry, message)
                 except Exception:
                     # Only bookkeeping can fail here; the lease expires and it comes back.
                     logger.exception(
@@ -306,7 +328,9 @@ class Worker:
                     close_old_connections()
                 finally:
                     self.leases.untrack(message)
-                if slot is not None:
+                if slot is not None and outcome is Outcome.FAILED:
+                    slot.failed += 1
+                elif slot is not None and outcome is not Outcome.LEASE_LOST:
                     slot.processed += 1
         finally:
             if slot is not None:

@@ -75,7 +75,10 @@ class Command(BaseCommand):
             help="Seconds a thread above --min-workers may idle before it stops.",
         )
         parser.add_argument(
-            "--once", action="store_true", help="Drain what is visible, then exit (cron, tests)."
+            "--once",
+            action="store_true",
+            help="Drain what is visible, print processed=N failed=M and exit: status 1 if a "
+            "handler failed (cron, CI, tests).",
         )
         parser.add_argument(
             "--grace",
@@ -139,6 +142,8 @@ class Command(BaseCommand):
         if not worker.handlers:
             raise CommandError("No queue has a handler: nothing to do.")
         code = worker.run()
+        if options["once"]:
+            self.stdout.write(f"processed={worker.processed} failed={worker.failed}")
         if code:
             sys.exit(code)
 
