@@ -151,6 +151,9 @@ t AS (
 ), counted AS (
     INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
     SELECT dest_id, 'redriven', count(*), clock_timestamp() FROM moved GROUP BY dest_id
+    UNION ALL
+    SELECT (SELECT id FROM dlq), 'redriven_out', count(*), clock_timestamp() FROM moved
+    HAVING count(*) > 0
 )
 SELECT (SELECT id FROM dlq),
        (SELECT count(*) FROM moved),
@@ -182,7 +185,7 @@ WITH t AS (
             'attempts', m.read_ct, 'last_error', %(error)s::text,
             'original_queue', t.queue_name, 'dead_lettered_at', clock_timestamp()))
     FROM t WHERE m.msg_id = t.msg_id AND t.dlq_id IS NOT NULL
-    RETURNING m.msg_id, t.queue_id, t.dlq_name
+    RETURNING m.msg_id, t.queue_id, t.dlq_id, t.dlq_name
 ), gone AS (
     DELETE FROM pgq_message m USING t
     WHERE m.msg_id = t.msg_id AND t.dlq_id IS NULL
@@ -195,6 +198,8 @@ WITH t AS (
     SELECT x.queue_id, 'dead', count(*), clock_timestamp()
     FROM (SELECT queue_id FROM moved UNION ALL SELECT queue_id FROM gone) x
     GROUP BY x.queue_id
+    UNION ALL
+    SELECT dlq_id, 'dead_arrived', count(*), clock_timestamp() FROM moved GROUP BY dlq_id
 )
 SELECT (SELECT count(*) FROM moved) + (SELECT count(*) FROM gone),
        (SELECT count(pg_notify(%(channel)s, n.dlq_name))

@@ -281,6 +281,9 @@ WITH q AS (
     INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
     SELECT q.id, 'dead', 1, clock_timestamp() FROM q
     WHERE EXISTS (SELECT 1 FROM moved) OR EXISTS (SELECT 1 FROM gone)
+    UNION ALL
+    SELECT dlq.id, 'dead_arrived', 1, clock_timestamp() FROM dlq
+    WHERE EXISTS (SELECT 1 FROM moved)
 )
 SELECT (SELECT id FROM q),
        CASE WHEN EXISTS (SELECT 1 FROM retried) THEN 'retry'
@@ -292,7 +295,12 @@ SELECT (SELECT id FROM q),
 # -- purge -- Delete every message of a queue, leased or not.
 PURGE = """
 WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s),
-d AS (DELETE FROM pgq_message m WHERE m.queue_id = (SELECT id FROM q) RETURNING 1)
+d AS (DELETE FROM pgq_message m WHERE m.queue_id = (SELECT id FROM q) RETURNING 1),
+counted AS (
+    INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
+    SELECT q.id, 'purged', n.n, clock_timestamp() FROM q, (SELECT count(*) AS n FROM d) n
+    WHERE n.n > 0
+)
 SELECT (SELECT id FROM q), (SELECT count(*) FROM d)
 """
 

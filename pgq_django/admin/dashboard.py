@@ -3,9 +3,11 @@
 Throughput comes straight from ``pgq_queue_counter`` (append-only rows of ``sent``,
 ``acked``, ``dead``, ``expired``, ``archived`` … with their time), summed per minute. There is
 no stored history of queue depth, so depth over time is reconstructed backwards from the
-live depth: one minute earlier the queue held what it holds now, minus what was sent in that
-minute, plus what left it. Purges and redrives are not counted events, so the reconstruction
-is exact only between them; the dashboard says so.
+live depth: one minute earlier the queues held what they hold now, minus what arrived in that
+minute, plus what left. A message moving between queues counts twice, once where it leaves
+and once where it arrives (a dead-lettered message is ``dead`` on its queue and
+``dead_arrived`` on the dead-letter queue; a redriven one ``redriven_out`` and ``redriven``),
+so the line is right for any set of queues, with or without their dead-letter queues.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from django.utils import timezone
 from ..models import QueueCounter
 
 THROUGHPUT_KINDS = ("sent", "acked", "dead")
-# Counter kinds that take a message out of its queue.
-LEAVING_KINDS = ("acked", "dead", "expired", "archived", "cancelled")
+# Counter kinds that bring a message into a queue, and those that take one out of it.
+ARRIVING_KINDS = ("sent", "dead_arrived", "redriven")
+LEAVING_KINDS = ("acked", "dead", "expired", "archived", "cancelled", "purged", "redriven_out")
 
 
 def _minutes(since: datetime, until: datetime) -> list[datetime]:
@@ -55,7 +58,7 @@ def series(queue_ids: Iterable[int], depth_now: int, *, minutes: int = 60) -> di
     for i in range(len(buckets) - 1, -1, -1):
         depth[i] = max(level, 0)
         b = buckets[i]
-        level -= per["sent"].get(b, 0)
+        level -= sum(per[k].get(b, 0) for k in ARRIVING_KINDS)
         level += sum(per[k].get(b, 0) for k in LEAVING_KINDS)
     return {
         "labels": [
