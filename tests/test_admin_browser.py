@@ -22,6 +22,8 @@ from django.urls import reverse
 import pgq_django as pgq
 from pgq_django.models import ArchivedMessage, Exchange, Message, Queue
 
+from .conftest import ROOT
+
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 PASSWORD = "correct horse battery staple"
@@ -94,10 +96,65 @@ def test_dashboard_draws_throughput_and_depth_charts(transactional_db, live_serv
     # The last point of the depth line is the live depth: the path ends at y(10).
     table = page.locator("#pgq-queue-table").inner_text()
     assert "orders" in table and "mail" in table
+    for chart in ("#pgq-throughput", "#pgq-depth-chart"):
+        # Even y-axis ticks from 0 up, and the last time label (now) inside the chart.
+        ticks = [int(t) for t in page.locator(f"{chart} .pgq-y").all_text_contents()]
+        steps = {b - a for a, b in zip(ticks, ticks[1:], strict=False)}
+        assert ticks[0] == 0 and len(steps) == 1 and steps.pop() in (1, 2, 5, 10), ticks
+        last = page.locator(f"{chart} .pgq-x").last.bounding_box()
+        svg = page.locator(f"{chart} svg").bounding_box()
+        assert last["x"] + last["width"] <= svg["x"] + svg["width"]
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "dashboard.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
+
+
+@needs_chromium
+def test_message_browser_folds_tracebacks_and_shows_whole_bodies(
+    transactional_db, live_server, browser_page
+):
+    from pgq_django.worker.executor import describe_error
+
+    page = browser_page
+    dlq = pgq.create_queue("orders_dlq")
+    orders = pgq.create_queue("orders", max_retries=0, dead_letter_queue=dlq)
+    try:  # a real traceback through this file and Django's installed code
+        User.objects.get(username="nobody")
+    except User.DoesNotExist as exc:
+        error = describe_error(exc)
+    assert str(ROOT) in error and "site-packages" in error
+    dead = pgq.send(orders, {"order": 7})
+    [leased] = pgq.read(orders)
+    pgq.nack(orders, leased.receipt, error=error)
+    long_body = {"text": "lorem ipsum " * 800 + "THE END"}
+    long_id = pgq.send(dlq, long_body)
+
+    page.goto(live_server.url + reverse("admin:pgq_django_queue_messages", args=[dlq.pk]))
+    row = page.locator(f"tr[data-msg-id='{dead}']")
+    folded = row.locator("details.pgq-traceback")
+    assert folded.get_attribute("open") is None
+    assert "DoesNotExist: User matching query does not exist." in folded.inner_text()
+    assert not folded.locator("pre").is_visible()
+    # The header keeps only the error's last line; nothing shows the server's directories.
+    summary = "User.DoesNotExist: User matching query does not exist."
+    assert f'"last_error": "django.contrib.auth.models.{summary}"' in row.inner_text()
+    assert str(ROOT) not in row.inner_text() and "site-packages" not in row.inner_text()
+    assert row.bounding_box()["height"] < 400
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "messages.png"), full_page=True)
+
+    folded.locator("summary").click()
+    trace = folded.locator("pre")
+    assert trace.is_visible()
+    assert 'File "tests/test_admin_browser.py"' in trace.inner_text()
+    assert 'File "django/db/models/query.py"' in trace.inner_text()
+    assert str(ROOT) not in trace.inner_text()
+
+    body = page.locator(f"tr[data-msg-id='{long_id}'] .pgq-body")
+    assert body.text_content().rstrip().endswith('THE END"\n}')  # whole, in a scrolling box
+    assert body.evaluate("e => e.scrollHeight > e.clientHeight")
+    page.screenshot(path=str(ARTIFACTS / "messages-traceback.png"), full_page=True)
 
 
 @needs_chromium
@@ -286,3 +343,31 @@ def test_non_staff_users_get_nothing(client, db, make_queue):
     client.force_login(user)
     assert client.get("/admin/pgq_django/queue/").status_code == 302  # to the login page
     assert client.get(reverse("admin:pgq_django_queue_dashboard_data")).status_code == 302
+
+
+def test_errors_are_shown_with_install_prefixes_and_the_project_directory_cut(settings, queue):
+    from pgq_django.admin.errors import relative_paths, split_errors
+
+    settings.BASE_DIR = "/srv/app"
+    trace = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/.venv/lib/python3.12/site-packages/django/db/x.py", line 1, in f\n'
+        '  File "/usr/lib/python3.12/json/decoder.py", line 2, in g\n'
+        '  File "/srv/app/shop/pgq_handlers.py", line 3, in h\n'
+        '  File "/opt/elsewhere/tool.py", line 4, in i\n'
+        "ValueError: bad order\n"
+    )
+    assert relative_paths(trace).splitlines()[1:5] == [
+        '  File "django/db/x.py", line 1, in f',
+        '  File "json/decoder.py", line 2, in g',
+        '  File "shop/pgq_handlers.py", line 3, in h',
+        '  File "/opt/elsewhere/tool.py", line 4, in i',
+    ]
+    # An archived dead message (no dead-letter queue) keeps its error in the archive row.
+    pgq.alter_queue(queue, max_retries=0)
+    msg_id = pgq.send(queue, {"n": 1})
+    [leased] = pgq.read(queue)
+    pgq.nack(queue, leased.receipt, error=trace)
+    headers, [shown] = split_errors(ArchivedMessage.objects.get(msg_id=msg_id))
+    assert (shown.where, shown.summary) == ("error", "ValueError: bad order")
+    assert "/srv/app" not in shown.traceback and headers == {}

@@ -34,6 +34,11 @@ from .common import (
     _staff,
     visible_queues,
 )
+from .errors import split_errors
+
+# A body is shown whole, in a box that scrolls; only one larger than this (the default
+# max_message_size is 1 MiB) is cut, and the page says by how much.
+MAX_BODY_SHOWN = 200_000
 
 # -- queues -----------------------------------------------------------------------------------
 
@@ -102,16 +107,21 @@ class QueuePagesMixin(_AdminBase):
             rows = ArchivedMessage.objects.filter(queue_id=queue.pk).order_by("-msg_id")
         page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
         now = timezone.now()
-        shown = [
-            {
-                "obj": m,
-                "body": _pretty(m.message),
-                "headers": _pretty(m.headers),
-                "attributes": _pretty(m.attributes) if m.attributes else "",
-                "status": getattr(m, "outcome", None) or _status(m, now),
-            }
-            for m in page.object_list
-        ]
+        shown = []
+        for m in page.object_list:
+            headers, errors = split_errors(m)
+            body = _pretty(m.message)
+            shown.append(
+                {
+                    "obj": m,
+                    "body": body[:MAX_BODY_SHOWN],
+                    "body_hidden": max(0, len(body) - MAX_BODY_SHOWN),
+                    "headers": _pretty(headers),
+                    "attributes": _pretty(m.attributes) if m.attributes else "",
+                    "errors": errors,
+                    "status": getattr(m, "outcome", None) or _status(m, now),
+                }
+            )
         metric = pgq.metrics(queue.name)
         context = {
             **self.admin_site.each_context(request),

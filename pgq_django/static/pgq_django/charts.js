@@ -13,12 +13,18 @@
     return node;
   }
 
-  function niceMax(value) {
-    if (value <= 5) return 5;
-    var p = Math.pow(10, Math.floor(Math.log10(value)));
-    var steps = [1, 2, 5, 10];
-    for (var i = 0; i < steps.length; i++) if (steps[i] * p >= value) return steps[i] * p;
-    return 10 * p;
+  /* Even y-axis ticks: a step of 1, 2 or 5 times a power of ten (never below 1: the values
+   * are counts), about four steps up to the first multiple of the step at or above max. */
+  function niceTicks(max) {
+    var raw = Math.max(max, 1) / 4;
+    var p = Math.pow(10, Math.floor(Math.log10(raw)));
+    var step = 10 * p;
+    [1, 2, 5].some(function (m) { if (m * p >= raw) { step = m * p; return true; } return false; });
+    step = Math.max(1, step);
+    var top = Math.max(step, step * Math.ceil(max / step));
+    var ticks = [];
+    for (var i = 0; i * step <= top; i++) ticks.push(i * step);
+    return { max: top, ticks: ticks };
   }
 
   /* series: [{name, values, color}], labels: ["HH:MM", ...] */
@@ -29,21 +35,25 @@
                           preserveAspectRatio: "xMidYMid meet" }, container);
     var max = 0;
     series.forEach(function (s) { s.values.forEach(function (v) { if (v > max) max = v; }); });
-    max = niceMax(max);
+    var scale = niceTicks(max);
+    max = scale.max;
     var n = Math.max(labels.length - 1, 1);
     function x(i) { return left + (w - left - right) * i / n; }
     function y(v) { return top + (h - top - bottom) * (1 - v / max); }
-    for (var g = 0; g <= 4; g++) {
-      var v = max * g / 4, yy = y(v);
+    scale.ticks.forEach(function (v) {
+      var yy = y(v);
       el("line", { x1: left, x2: w - right, y1: yy, y2: yy, class: "pgq-grid" }, svg);
-      el("text", { x: left - 6, y: yy + 4, "text-anchor": "end", class: "pgq-axis" }, svg)
-        .textContent = Math.round(v);
-    }
-    var every = Math.ceil(labels.length / 6);
+      el("text", { x: left - 6, y: yy + 4, "text-anchor": "end", class: "pgq-axis pgq-y" }, svg)
+        .textContent = v;
+    });
+    /* About six time labels; the last one (now) always, ending at the plot's right edge so
+     * it is not cut, and a regular label too close to it is left out. */
+    var every = Math.ceil(labels.length / 6), last = labels.length - 1;
     labels.forEach(function (label, i) {
-      if (i % every === 0 || i === labels.length - 1) {
-        el("text", { x: x(i), y: h - 8, "text-anchor": "middle", class: "pgq-axis" }, svg)
-          .textContent = label;
+      var isLast = i === last;
+      if (isLast || (i % every === 0 && last - i >= every / 2)) {
+        el("text", { x: x(i), y: h - 8, "text-anchor": isLast && i > 0 ? "end" : "middle",
+                     class: "pgq-axis pgq-x" }, svg).textContent = label;
       }
     });
     series.forEach(function (s) {
