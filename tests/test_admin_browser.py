@@ -8,6 +8,7 @@ the queues they are granted.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 from collections.abc import Iterator
@@ -99,7 +100,7 @@ def test_dashboard_draws_throughput_and_depth_charts(transactional_db, live_serv
     for chart in ("#pgq-throughput", "#pgq-depth-chart"):
         # Even y-axis ticks from 0 up, and the last time label (now) inside the chart.
         ticks = [int(t) for t in page.locator(f"{chart} .pgq-y").all_text_contents()]
-        steps = {b - a for a, b in zip(ticks, ticks[1:], strict=False)}
+        steps = {b - a for a, b in itertools.pairwise(ticks)}
         assert ticks[0] == 0 and len(steps) == 1 and steps.pop() in (1, 2, 5, 10), ticks
         last = page.locator(f"{chart} .pgq-x").last.bounding_box()
         svg = page.locator(f"{chart} svg").bounding_box()
