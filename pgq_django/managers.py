@@ -368,17 +368,125 @@ def _refs_params(refs: Sequence[MessageRef]) -> dict[str, list[Any]]:
     return {"ids": [r[0] for r in refs], "cts": [r[1] for r in refs]}
 
 
+class _ClockTimestamp(models.Func):
+    """``clock_timestamp()``: the time now, as the hand-written statements compare against
+    (``Now()`` is the transaction's start, which a long transaction would hold back)."""
+
+    template = "clock_timestamp()"
+    output_field = models.DateTimeField()
+
+
+# -- lease (composable) -- The ORM's candidate SELECT (any lookups, FOR UPDATE SKIP LOCKED)
+# in a CTE, leased by one UPDATE like READ's: vt = now + vt, read_ct + 1.
+LEASE_SELECTED = f"""
+WITH c AS ({{candidates}})
+UPDATE pgq_message m
+SET vt = clock_timestamp() + make_interval(secs => %s), read_ct = m.read_ct + 1
+FROM c
+WHERE m.msg_id = c.msg_id
+RETURNING {_M_COLS}
+"""
+
+
 class MessageQuerySet(models.QuerySet):
-    """ORM-side filters for browsing messages (admin, REST lists); leasing is on the manager."""
+    """Querysets over live messages: browsing filters, and leasing with any Django lookup.
+
+    ``Message.objects.for_queue("orders").filter(message__customer=7).lease(qty=10, vt=30)``
+    leases like :func:`pgq_django.read` (same receipts, ``read_ct`` + 1, visibility timeout,
+    priority then msg_id order, FIFO group heads only, paused queues refused) but selects
+    with whatever the queryset says. ``read`` stays the hot path: one prepared statement
+    with a fixed filter set; this one is compiled by the ORM on every call.
+    """
+
+    _pgq_queue: str | None = None
+
+    def _clone(self) -> Any:
+        clone = super()._clone()  # type: ignore[misc]
+        clone._pgq_queue = self._pgq_queue
+        return clone
 
     def for_queue(self, name: str) -> MessageQuerySet:
-        return self.filter(queue__name=name)
+        """The messages of one queue (the queue :meth:`lease` leases from)."""
+        clone = self.filter(queue__name=name)
+        clone._pgq_queue = name
+        return clone
 
     def visible(self) -> MessageQuerySet:
         return self.filter(vt__lte=Now())
 
     def in_flight(self) -> MessageQuerySet:
         return self.filter(vt__gt=Now(), read_ct__gt=0)
+
+    def lease(self, qty: int = 1, vt: Any = None) -> list[Any]:
+        """Lease up to ``qty`` visible messages this queryset selects, for ``vt`` seconds.
+
+        Needs :meth:`for_queue`. Returns Message objects whose ``receipt`` acknowledges
+        them with :func:`pgq_django.delete` (or archive, nack, set_vt), best priority first,
+        then oldest. Raises QueueNotFound, QueuePaused, or InvalidArgument for a bad
+        ``qty``/``vt`` or a sliced queryset. One UPDATE round trip (inside a transaction:
+        the caller's, or one of its own).
+        """
+        from django.db import transaction
+
+        from .api import validation as v
+        from .conf import settings
+        from .exceptions import InvalidArgument, QueueNotFound, QueuePaused
+        from .models import Queue
+
+        if self._pgq_queue is None:
+            raise InvalidArgument(
+                "lease() needs a queue: start from Message.objects.for_queue(name).",
+                field="queue",
+            )
+        if self.query.is_sliced:
+            raise InvalidArgument("lease() takes qty=, not a sliced queryset.", field="qty")
+        name = v.name(self._pgq_queue)
+        qty = v.quantity(qty)
+        vt = v.seconds(vt, "vt", allow_none=True)
+        alias = self._db or settings.DATABASE  # type: ignore[attr-defined]
+        queue = (
+            Queue.objects.using(alias)
+            .filter(name=name)
+            .values("id", "paused", "fifo", "visibility_timeout")
+            .first()
+        )
+        if queue is None:
+            raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name)
+        if queue["paused"]:
+            raise QueuePaused(f"Queue {name!r} is paused.", queue=name)
+        now = _ClockTimestamp()
+        candidates = self.using(alias).filter(
+            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now),
+            queue_id=queue["id"],
+            vt__lte=now,
+        )
+        if queue["fifo"]:
+            # Only the oldest message of each group may be leased: strict order per group.
+            earlier = self.model._default_manager.filter(
+                queue_id=models.OuterRef("queue_id"),
+                group_id=models.OuterRef("group_id"),
+                msg_id__lt=models.OuterRef("msg_id"),
+            )
+            candidates = candidates.filter(
+                models.Q(group_id__isnull=True) | ~models.Exists(earlier)
+            )
+        selected = (
+            candidates.order_by("priority", "msg_id")
+            .select_for_update(skip_locked=True, of=("self",))
+            .values("msg_id")[:qty]
+        )
+        seconds = queue["visibility_timeout"] if vt is None else vt
+        # Compiling a FOR UPDATE query needs a transaction; it is the UPDATE's own.
+        with transaction.atomic(using=alias, savepoint=False):
+            sql, params = selected.query.get_compiler(using=alias).as_sql()
+            rows = execute_statement(
+                LEASE_SELECTED.format(candidates=sql), (*params, seconds), alias, prepare=False
+            ).fetchall()
+        manager: Any = self.model._default_manager.db_manager(alias)
+        messages = manager._instances(rows)
+        for message in messages:
+            message.queue_name = name
+        return sorted(messages, key=lambda m: (m.priority, m.msg_id))
 
 
 # A prepare threshold no statement reaches by repetition: only explicit prepares happen.
@@ -413,7 +521,9 @@ class _PreparingCursor(psycopg.Cursor):  # type: ignore[type-arg]
         return super().execute(query, params, prepare=prepare, **kw)
 
 
-def execute_statement(sql: str, params: Any, alias: str | None = None) -> Any:
+def execute_statement(
+    sql: str, params: Any, alias: str | None = None, *, prepare: bool = True
+) -> Any:
     """Run a named statement through :class:`_PreparingCursor` on Django's connection.
 
     Every named statement of the package (here, in :mod:`pgq_django.delivery` and in
@@ -421,7 +531,8 @@ def execute_statement(sql: str, params: Any, alias: str | None = None) -> Any:
     wrapper, so query logging, ``execute_wrapper`` hooks, error translation and the
     connection's transaction state all apply as usual. With
     ``PGQ["PREPARED_STATEMENTS"] = False`` (for poolers that cannot keep prepared
-    statements) the statements are bound on the server but never prepared.
+    statements) the statements are bound on the server but never prepared; ``prepare=False``
+    does the same for one statement whose text varies from call to call.
     """
     from .conf import settings
 
@@ -440,7 +551,7 @@ def execute_statement(sql: str, params: Any, alias: str | None = None) -> Any:
         raw.adapters.register_loader("jsonb", JsonbBinaryLoader)
         _CONFIGURED.add(raw)
     with db.wrap_database_errors:
-        inner: Any = _PreparingCursor(raw, prepare=bool(settings.PREPARED_STATEMENTS))
+        inner: Any = _PreparingCursor(raw, prepare=prepare and bool(settings.PREPARED_STATEMENTS))
     cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
     cursor.execute(sql, params)
     return cursor
