@@ -1,4 +1,5 @@
-"""An embedded PostgreSQL for development and tests, and DATABASE_URL as Django settings.
+"""An embedded PostgreSQL for development and tests, DATABASE_URL as Django settings, and
+:func:`drain`, which runs handlers in a test.
 
 ``database_settings(data_dir)`` answers a Django ``DATABASES["default"]`` dict. With
 ``DATABASE_URL`` set it points at that server; otherwise it starts (or reuses) the
@@ -24,11 +25,11 @@ import signal
 import warnings
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 from psycopg.conninfo import conninfo_to_dict
 
-__all__ = ["database_settings", "dsn_to_django", "embedded_dsn", "live_handles"]
+__all__ = ["Drained", "database_settings", "drain", "dsn_to_django", "embedded_dsn", "live_handles"]
 
 _KEYS = {"dbname": "NAME", "user": "USER", "password": "PASSWORD", "host": "HOST", "port": "PORT"}
 # Signals whose default action ends the process without running atexit hooks.
@@ -144,3 +145,30 @@ def database_settings(data_dir: str | Path) -> dict[str, Any]:
     """``DATABASE_URL`` if set, else the embedded server in ``data_dir``, as a Django dict."""
     url = os.environ.get("DATABASE_URL")
     return dsn_to_django(url if url else embedded_dsn(data_dir))
+
+
+class Drained(NamedTuple):
+    """What :func:`drain` did: messages handled successfully, and messages whose handler raised."""
+
+    processed: int
+    failed: int
+
+
+def drain(*queues: str) -> Drained:
+    """Run the handlers of ``queues`` (default: every queue with one) until nothing is visible.
+
+    Like ``pgq_worker --once``, but in the calling thread and on its database connection,
+    so it sees what the caller has not committed: it works inside a ``TestCase``, whose
+    transaction a worker process or a worker thread could not see into. Each message is
+    handled inside a savepoint with its acknowledgement, exactly as the worker does it.
+    Handlers are discovered in each app's ``pgq_handlers`` module first.
+    """
+    from .worker.loop import Worker, _Slot
+    from .worker.registry import autodiscover
+
+    autodiscover()
+    worker = Worker(list(queues) or None, once=True, listen=False, lead=False)
+    tally = _Slot(0)
+    while worker.work_once(tally):
+        pass
+    return Drained(tally.processed, tally.failed)

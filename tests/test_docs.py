@@ -140,10 +140,12 @@ def test_howto_samples_run_and_answer_what_their_comments_say(page: str) -> None
     assert checked > 0 or page != "receipts.md"
 
 
-def test_file_blocks_compile() -> None:
-    for path in (ROOT / "README.md", ROOT / "docs" / "tutorial.md"):
-        for block in _python_blocks(path):
-            compile(block, str(path), "exec")
+def test_every_python_block_of_every_page_compiles() -> None:
+    """No page shows code that cannot even be pasted (a top-level ``await``, a typo)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for path in pages:
+        for number, block in enumerate(_python_blocks(path), 1):
+            compile(block, f"{path.relative_to(ROOT)}:block{number}", "exec")
 
 
 def _public_api_ids() -> list[str]:

@@ -74,31 +74,31 @@ def _blocks(page: Path) -> list[tuple[str, str]]:
     return _BLOCK.findall(page.read_text())
 
 
-def _command(project: Project, line: str) -> None:
+def _command(project: Project, line: str) -> str:
     """Run one documented console line (the forms the docs use, and only those)."""
     words = shlex.split(line.split(" #")[0])
     if words[:3] == ["pip", "install", "-e"]:
         assert words[3:] == ["/path/to/pgq_django"], line
         # The documented install, into the new virtualenv (see the module docstring).
         pip = [sys.executable, "-m", "pip", "--python", project.python]
-        project.run([*pip, "install", "--no-deps", "-e", ROOT])
-    elif words[:2] == ["django-admin", "startproject"]:
-        project.run([project.python, "-m", "django", *words[1:]])
-    elif words[0] == "cd":
+        return project.run([*pip, "install", "--no-deps", "-e", ROOT])
+    if words[:2] == ["django-admin", "startproject"]:
+        return project.run([project.python, "-m", "django", *words[1:]])
+    if words[0] == "cd":
         project.cwd = project.cwd / words[1]
-    elif words[:2] == ["python", "manage.py"]:
-        if words[2] == "pgq_worker":
-            # The tutorial's worker runs until stopped; --once drains and exits.
-            out = project.run([project.python, *words[1:], "--once"])
-            assert "failed=0" in out, out
-        else:
-            project.run([project.python, *words[1:]])
-    else:
-        raise AssertionError(f"the docs run a command this test does not know: {line!r}")
+        return ""
+    if words[:3] == ["python", "manage.py", "pgq_worker"]:
+        # The tutorial's worker runs until stopped; --once drains and exits.
+        out = project.run([project.python, *words[1:], "--once"])
+        assert "failed=0" in out, out
+        return out
+    if words[:2] == ["python", "manage.py"]:
+        return project.run([project.python, *words[1:]])
+    raise AssertionError(f"the docs run a command this test does not know: {line!r}")
 
 
 def _follow(project: Project, page: Path) -> str:
-    """Follow one page's blocks in order; returns the output of its shell sessions.
+    """Follow one page's blocks in order; returns the output of its commands and sessions.
 
     Consecutive shell blocks are one ``manage.py shell`` session, so names carry from one
     block to the next as they do for a reader; a command or a file ends the session.
@@ -117,7 +117,7 @@ def _follow(project: Project, page: Path) -> str:
             flush()
             for line in text.splitlines():
                 if line.strip():
-                    _command(project, line.strip())
+                    output += _command(project, line.strip())
             continue
         first = _FILE.match(text.splitlines()[0])
         if first is None:
@@ -188,6 +188,10 @@ def test_a_new_project_follows_the_tutorial_and_the_tasks_page(tmp_path, fresh_d
     assert _count(fresh_database, "SELECT count(*) FROM auth_user WHERE username = 'mallory'") == 0
     welcomes = "SELECT count(*) FROM shop_welcome WHERE email = %s"
     assert _count(fresh_database, welcomes, ["grace@example.com"]) == 1
+
+    # The testing page's TestCase and TransactionTestCase pass in the new project.
+    tested = _follow(project, ROOT / "docs" / "howto" / "testing.md")
+    assert re.search(r"Ran 3 tests.*\n\s*OK", tested, re.DOTALL), tested
 
     output = _follow(project, ROOT / "docs" / "tasks.md")
     checked = project.shell(

@@ -144,3 +144,27 @@ def test_database_url_wins_over_the_embedded_server(monkeypatch, tmp_path):
         "OPTIONS": {"sslmode": "require"},
     }
     assert not (tmp_path / "never-created").exists()
+
+
+@pytest.mark.django_db
+def test_drain_runs_handlers_inside_the_callers_uncommitted_transaction(queue):
+    """The case TestCase users have: nothing is committed, yet the handlers run."""
+    import pgq_django as pgq
+    from pgq_django.testing import drain
+    from pgq_django.worker import registry
+
+    seen = []
+
+    @pgq.handler(queue.name)
+    def handle(message):
+        if message.message == "bad":
+            raise ValueError("bad message")
+        seen.append(message.message)
+
+    try:
+        pgq.send_batch(queue, [1, "bad", 2])
+        assert drain(queue.name) == (2, 1)
+    finally:
+        registry.unregister(queue.name)
+    assert seen == [1, 2]
+    assert pgq.metrics(queue).queue_length == 1  # the failed one waits for its retry

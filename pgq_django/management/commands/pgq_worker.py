@@ -148,8 +148,10 @@ class Command(BaseCommand):
             sys.exit(code)
 
     def _configure_logging(self, verbosity: int) -> None:
+        """``-v`` sets the worker's log level; its lines go to stderr unless the project's
+        LOGGING already gives ``pgq_django.worker`` (or an ancestor) a handler."""
         log = logging.getLogger("pgq_django.worker")
-        if not log.handlers:
+        if not log.hasHandlers():
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
             log.addHandler(handler)
