@@ -62,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "complete": "api.delivery",
     "release_leases": "api.delivery",
     "archive_cancelled": "api.delivery",
+    "reject": "api.delivery",
     "handler": "worker.registry",
     # metrics
     "metrics": "api.stats",
@@ -87,6 +88,7 @@ _EXPORTS: dict[str, str] = {
     "PermissionDenied": "exceptions",
     "QueuePaused": "exceptions",
     "QueueFull": "exceptions",
+    "RejectMessage": "exceptions",
 }
 
 # Functions that get an ``a``-prefixed async twin.

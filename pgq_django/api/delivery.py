@@ -247,3 +247,23 @@ def archive_cancelled(queue: Any, msg_id: Any) -> bool:
     if queue_id is None:
         raise _missing(name)
     return bool(moved)
+
+
+def reject(queue: Any, msg_id: Any, *, error: str) -> bool:
+    """Fail a message for good: archived as ``dead`` with ``error``, never retried.
+
+    Unlike :func:`pgq_django.nack` this skips the remaining retries and the dead-letter
+    queue: it is for messages that can never succeed (the worker calls it when a handler
+    raises :class:`~pgq_django.RejectMessage`). False for an unknown message or a receipt
+    whose lease was taken over.
+    """
+    from ..models import Message
+
+    name = v.name(queue)
+    text = v.text(error, "error", allow_none=False, max_length=100_000)
+    queue_id, moved = Message.objects.db_manager(settings.DATABASE).archive(
+        name, [_ref(msg_id)], outcome=Outcome.DEAD, error=text
+    )
+    if queue_id is None:
+        raise _missing(name)
+    return bool(moved)

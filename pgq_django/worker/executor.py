@@ -22,6 +22,7 @@ from django.db import transaction
 import pgq_django as pgq
 
 from ..conf import settings
+from ..exceptions import RejectMessage
 from .registry import Handler
 
 logger = logging.getLogger("pgq_django.worker")
@@ -82,6 +83,8 @@ def execute(entry: Handler, message: Any) -> Outcome:
             "event=lease_lost queue=%s msg_id=%s read_ct=%s", queue, message.msg_id, message.read_ct
         )
         return Outcome.LEASE_LOST
+    except RejectMessage as exc:
+        return _reject(queue, message, exc)
     except Exception as exc:
         error = describe_error(exc)
         logger.warning(
@@ -105,3 +108,22 @@ def execute(entry: Handler, message: Any) -> Outcome:
         (time.monotonic() - started) * 1000,
     )
     return Outcome.ACKED
+
+
+def _reject(queue: str, message: Any, exc: RejectMessage) -> Outcome:
+    """A handler refused its message for good: archive it as dead now, with the reason."""
+    reason = exc.message.replace("\x00", "\\x00")[:MAX_ERROR_LENGTH]
+    error = f"{type(exc).__module__}.{type(exc).__qualname__}: {reason}"
+    logger.warning(
+        "event=message_rejected queue=%s msg_id=%s read_ct=%s error=%r",
+        queue,
+        message.msg_id,
+        message.read_ct,
+        reason,
+    )
+    try:
+        pgq.reject(queue, message.receipt, error=error)
+    except Exception:
+        # The lease will expire and the message come back, to be rejected again.
+        logger.exception("event=reject_failed queue=%s msg_id=%s", queue, message.msg_id)
+    return Outcome.FAILED

@@ -1,0 +1,179 @@
+"""Attacks on pgq_django, each performed for real (issue 8; docs/threat-model.md).
+
+Workers are real ``manage.py pgq_worker`` processes; the admin is driven through Django's test
+Client with CSRF checks on and real tokens. Each test states the attack, then proves that it
+changed nothing it should not have.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core import signing
+from django.test import override_settings
+
+import pgq_django as pgq
+from pgq_django.tasks import SIGNING_SALT, TaskResultStatus
+
+WORKER = ("-m", "django", "pgq_worker", "-v", "2")
+TASK_QUEUE = "tasks_default"
+
+
+def finish(proc: Any, timeout: float = 120.0) -> str:
+    """Wait for a ``--once`` worker; its stderr, for assertion messages."""
+    _out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode is not None
+    return err
+
+
+# -- 1. a task message names the code it runs ----------------------------------------------
+
+
+@pytest.fixture
+def tasks_backend(db: Any) -> Any:
+    """The TEST_TASKS backends in this process; the task queue retries (rejection must not)."""
+    with override_settings(TASKS=settings.TEST_TASKS):
+        pgq.create_queue(TASK_QUEUE, archive_on_ack=True, max_retries=5, retry_delay=0)
+        try:
+            from django.tasks import task_backends
+        except ImportError:
+            from django_tasks import task_backends
+        yield task_backends["default"]
+
+
+@pytest.fixture
+def sec_tasks(tasks_backend: Any) -> Any:
+    return importlib.import_module("tests.security_tasks")
+
+
+def _signature(call: dict[str, Any], key: str | None = None) -> str:
+    """What the backend signs at enqueue (docs/threat-model.md), derived independently."""
+    text = json.dumps(
+        {k: call[k] for k in ("task", "args", "kwargs", "backend")},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return signing.Signer(key=key, salt=SIGNING_SALT, algorithm="sha256").signature(text)
+
+
+def _call(task: str, *args: Any) -> dict[str, Any]:
+    return {"task": task, "args": list(args), "kwargs": {}, "backend": "default"}
+
+
+def _run_task_worker(spawn: Any, canary: Path) -> str:
+    return finish(
+        spawn(
+            *WORKER,
+            "--queue",
+            TASK_QUEUE,
+            "--once",
+            PGQ_TEST_TASKS="1",
+            PGQ_CANARY=str(canary),
+        )
+    )
+
+
+def _forged_bodies(target: Path) -> dict[str, dict[str, Any]]:
+    """Bodies an attacker with a write grant on a task queue can send."""
+    shell = f"touch {target}"
+    copied = _call("tests.security_tasks.touch", str(target))
+    copied["signature"] = _signature(_call("tests.security_tasks.touch", "/dev/null"))
+    guessed = _call("tests.security_tasks.touch", str(target))
+    guessed["signature"] = _signature(guessed, key="a guessed secret key")
+    return {
+        "subprocess.getoutput": {"task": "subprocess.getoutput", "args": [shell]},
+        "os.system, made-up signature": {**_call("os.system", shell), "signature": "abc"},
+        "plain function": _call("tests.security_tasks.plain_touch", str(target)),
+        "other backend's task": _call("tests.security_tasks.other_backend_touch", str(target)),
+        "module whose import is the attack": _call("tests.security_canary.touch", str(target)),
+        "signature of another call": copied,
+        "signature made with a guessed key": guessed,
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_forged_task_message_runs_nothing_in_the_worker_and_is_archived_dead(
+    tasks_backend, spawn, tmp_path
+):
+    target, canary = tmp_path / "pwned", tmp_path / "imported"
+    forged = {name: pgq.send(TASK_QUEUE, body) for name, body in _forged_bodies(target).items()}
+    err = _run_task_worker(spawn, canary)
+    assert not target.exists(), err
+    assert not canary.exists(), "the worker imported a module a message named"
+    for name, msg_id in forged.items():
+        found = pgq.result(msg_id)
+        assert found.outcome == "dead", (name, found)
+        assert found.attempts == 1, f"{name}: a rejected message is not retried"
+        assert "not a task enqueued by this project" in found.error, (name, found.error)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_get_result_of_a_forged_message_is_failed_and_imports_nothing(tasks_backend, tmp_path):
+    sys.modules.pop("tests.security_canary", None)
+    msg_id = pgq.send(TASK_QUEUE, _call("tests.security_canary.touch", str(tmp_path / "x")))
+    result = tasks_backend.get_result(str(msg_id))
+    assert result.status == TaskResultStatus.FAILED
+    assert "not a task enqueued by this project" in result.errors[0].traceback
+    assert result.errors[0].exception_class is pgq.RejectMessage
+    assert result.task.func.__name__ == "unavailable_task"
+    assert "tests.security_canary" not in sys.modules
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_even_a_validly_signed_message_runs_only_a_pgq_task(sec_tasks, spawn, tmp_path):
+    """Defence in depth, should the signing key leak: the path must name one of our Tasks."""
+    target = tmp_path / "pwned"
+    cases = {
+        "plain function": (_call("tests.security_tasks.plain_touch", str(target)), "not a task"),
+        "other backend's task": (
+            _call("tests.security_tasks.other_backend_touch", str(target)),
+            "belongs to task backend 'other'",
+        ),
+        "task in a module the worker cannot import": (
+            _call("tests.no_such_module.touch", str(target)),
+            "cannot be imported",
+        ),
+    }
+    sent = {}
+    for name, (call, _why) in cases.items():
+        sent[name] = pgq.send(TASK_QUEUE, {**call, "signature": _signature(call)})
+    err = _run_task_worker(spawn, tmp_path / "imported")
+    assert not target.exists(), err
+    for name, (_unused, why) in cases.items():
+        found = pgq.result(sent[name])
+        assert found.outcome == "dead" and found.attempts == 1, (name, found)
+        assert why in found.error, (name, found.error)
+        result = sec_tasks.touch.get_backend().get_result(str(sent[name]))
+        assert result.status == TaskResultStatus.FAILED
+        assert why in result.errors[0].traceback
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_task_enqueued_by_the_project_still_runs(sec_tasks, spawn, tmp_path):
+    """The control: the same worker runs what Task.enqueue() put on the queue."""
+    target = tmp_path / "legit"
+    result = sec_tasks.touch.enqueue(str(target))
+    err = _run_task_worker(spawn, tmp_path / "imported")
+    assert target.exists(), err
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == str(target)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_get_result_of_an_unimportable_task_reports_instead_of_raising(tasks_backend):
+    """A task enqueued from a shell: its module is not importable elsewhere (issue 9, 5)."""
+    call = _call("tests.no_such_module.touch", "/dev/null")
+    msg_id = pgq.send(TASK_QUEUE, {**call, "signature": _signature(call)})
+    result = tasks_backend.get_result(str(msg_id))
+    assert result.status == TaskResultStatus.READY
+    assert result.task.func.__name__ == "unavailable_task"
