@@ -57,6 +57,8 @@ _EXPORTS: dict[str, str] = {
     "result": "api.delivery",
     "Result": "api.delivery",
     "redrive": "api.delivery",
+    "dead_letter_origins": "api.delivery",
+    "replay": "api.delivery",
     "register_callback": "api.delivery",
     "unregister_callback": "api.delivery",
     "complete": "api.delivery",

@@ -177,3 +177,143 @@ def test_get_result_of_an_unimportable_task_reports_instead_of_raising(tasks_bac
     result = tasks_backend.get_result(str(msg_id))
     assert result.status == TaskResultStatus.READY
     assert result.task.func.__name__ == "unavailable_task"
+
+
+# -- 2. redrive goes where a message really failed, and only where the user may send --------
+
+
+def test_reserved_pgq_headers_are_refused_on_send_send_batch_and_publish(queue):
+    x = pgq.create_exchange("x_reserved")
+    pgq.bind_queue(queue, x)
+    forged = {"pgq_dead_letter": {"original_queue": "victim"}}
+    for attempt in (
+        lambda: pgq.send(queue, 1, headers=forged),
+        lambda: pgq.send_batch(queue, [1, 2], headers={"PGQ_Redriven": []}),
+        lambda: pgq.publish(x, 1, headers={"pgq_replayed_from": 1}),
+    ):
+        with pytest.raises(pgq.InvalidMessage, match="reserved"):
+            attempt()
+    assert pgq.metrics(queue).queue_length == 0
+    assert pgq.send(queue, 1, headers={"trace": "fine", "my_pgq_key": 1}) > 0
+
+
+class AdminSession:
+    """A logged-in admin user whose every POST carries a CSRF token taken from a real page."""
+
+    def __init__(self, user: Any) -> None:
+        from django.test import Client
+
+        self.client = Client(enforce_csrf_checks=True)
+        self.client.force_login(user)
+
+    def get(self, url: str, **params: Any) -> Any:
+        return self.client.get(url, params)
+
+    def token(self, page: str = "/admin/") -> str:
+        import re
+
+        html = self.client.get(page).content.decode()
+        found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html)
+        assert found, f"no CSRF token on {page}"
+        return found.group(1)
+
+    def post(self, url: str, data: dict[str, Any], *, page: str = "/admin/") -> Any:
+        return self.client.post(url, {**data, "csrfmiddlewaretoken": self.token(page)})
+
+    def notes(self, response: Any) -> list[str]:
+        from django.contrib.messages import get_messages
+
+        return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def _staff(name: str, *perms: str) -> Any:
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.create_user(name, password="pw", is_staff=True)
+    for perm in perms:
+        user.user_permissions.add(Permission.objects.get(codename=perm))
+    return User.objects.get(pk=user.pk)  # fresh permission cache
+
+
+def _url(name: str, *args: Any) -> str:
+    from django.urls import reverse
+
+    return reverse(f"admin:pgq_django_queue_{name}", args=args)
+
+
+def test_the_admin_refuses_a_post_without_a_csrf_token(db, make_queue):
+    mallory = _staff("mallory")
+    own = make_queue(owner=mallory)
+    admin = AdminSession(mallory)
+    response = admin.client.post(_url("operate", own.pk), {"op": "pause"})
+    assert response.status_code == 403
+    assert not pgq.get_queue(own).paused
+
+
+def test_a_forged_dead_letter_header_cannot_redrive_into_another_users_queue(db, make_queue):
+    """The reported attack: own a queue, send it a message whose header names the victim's
+    queue as its origin, redrive. The send is refused; and a header that got there anyway
+    (written before this release) does not choose the destination."""
+    from django.contrib.auth.models import User
+
+    victim = make_queue(owner=User.objects.create_user("victim"))
+    mallory = _staff("mallory")
+    own_dlq = make_queue(owner=mallory)
+    make_queue(owner=mallory, dead_letter_queue=own_dlq)  # so the redrive button shows
+    admin = AdminSession(mallory)
+    forged = json.dumps({"pgq_dead_letter": {"original_queue": victim.name}})
+    response = admin.post(
+        _url("send", own_dlq.pk), {"body": "{}", "headers": forged, "priority": 0, "delay": 0}
+    )
+    assert response.status_code == 200 and b"reserved" in response.content
+    assert pgq.metrics(own_dlq).queue_length == 0
+
+    msg_id = pgq.send(own_dlq, {"injected": True})
+    from django.db import connection
+
+    with connection.cursor() as cur:  # what a sender could do before reserved headers
+        cur.execute(
+            "UPDATE pgq_message SET headers = %s::jsonb WHERE msg_id = %s", [forged, msg_id]
+        )
+    admin.post(_url("operate", own_dlq.pk), {"op": "redrive"})
+    admin.post(
+        _url("changelist"),
+        {"action": "redrive_selected", "_selected_action": [own_dlq.pk], "index": 0},
+    )
+    assert pgq.metrics(victim).queue_length == 0
+    assert pgq.read_by_id(own_dlq, msg_id) is not None
+
+
+def _dead_letter_one(queue: Any, body: Any) -> int:
+    msg_id = pgq.send(queue, body)
+    (m,) = pgq.read(queue)
+    pgq.nack(queue, m.receipt, error="boom")
+    return msg_id
+
+
+@pytest.mark.parametrize("entry", ["button", "action"])
+def test_admin_redrive_needs_write_on_each_destination(db, make_queue, entry):
+    """A user who manages a shared dead-letter queue may not push its messages back into a
+    queue they cannot send to; those stay, with a warning, and the rest move."""
+    from django.contrib.auth.models import User
+
+    alice = User.objects.create_user("alice")
+    dlq = make_queue(owner=alice)
+    theirs = make_queue(owner=alice, max_retries=0, dead_letter_queue=dlq)
+    mallory = _staff("mallory")
+    mine = make_queue(owner=mallory, max_retries=0, dead_letter_queue=dlq)
+    pgq.grant_queue_access(dlq, mallory, read=True, write=False, manage=True)
+    stays = _dead_letter_one(theirs, "theirs")
+    moves = _dead_letter_one(mine, "mine")
+    admin = AdminSession(mallory)
+    if entry == "button":
+        response = admin.post(_url("operate", dlq.pk), {"op": "redrive"})
+    else:
+        response = admin.post(
+            _url("changelist"),
+            {"action": "redrive_selected", "_selected_action": [dlq.pk], "index": 0},
+        )
+    assert any(f"failed on {theirs.name}" in n for n in admin.notes(response))
+    assert pgq.read_by_id(dlq, stays) is not None
+    assert pgq.read_by_id(theirs, stays) is None
+    assert pgq.read_by_id(mine, moves) is not None

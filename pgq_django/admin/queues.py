@@ -189,7 +189,7 @@ class QueueAdmin(QueuePagesMixin, WithoutBulkDelete, admin.ModelAdmin):
     @admin.action(description="Redrive dead letters back to their queues")
     def redrive_selected(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
         for queue in self._each_managed(request, queryset, "redrive"):
-            count = pgq.redrive(queue.name)  # looked up at call time
+            count = self._redrive(request, queue)
             self.message_user(request, f"Redrove {count} messages from {queue.name}.")
 
     @admin.action(description="Pause the selected queues")
