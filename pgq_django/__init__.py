@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "pause_queue": "api.queues",
     "resume_queue": "api.queues",
     "get_queue": "api.queues",
+    "validate_queue_settings": "api.queues",
     # messages
     "send": "api.messages",
     "send_batch": "api.messages",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from django.core import signing
 from django.test import override_settings
 
 import pgq_django as pgq
+from pgq_django import access
 from pgq_django.tasks import SIGNING_SALT, TaskResultStatus
 
 WORKER = ("-m", "django", "pgq_worker", "-v", "2")
@@ -317,3 +319,179 @@ def test_admin_redrive_needs_write_on_each_destination(db, make_queue, entry):
     assert pgq.read_by_id(dlq, stays) is not None
     assert pgq.read_by_id(theirs, stays) is None
     assert pgq.read_by_id(mine, moves) is not None
+
+
+# -- 3. the queue form: owner, callback, dead-letter queue, usernames ------------------------
+
+
+class _FormFields(HTMLParser):
+    """The values a browser would submit from one <form>: inputs, selects and textareas."""
+
+    def __init__(self, form_id: str) -> None:
+        super().__init__()
+        self.form_id, self.inside = form_id, False
+        self.data: dict[str, list[str]] = {}
+        self.options: dict[str, list[str]] = {}
+        self._select: str | None = None
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "form":
+            self.inside = a.get("id") == self.form_id
+        if not self.inside or ("name" not in a and tag in ("input", "select", "textarea")):
+            return
+        if tag == "input" and a.get("type") not in ("submit", "button", "file", "image"):
+            toggle = a.get("type") in ("checkbox", "radio")
+            if toggle and "checked" not in a:
+                return
+            self.data.setdefault(a["name"], []).append(a.get("value", "on" if toggle else ""))
+        elif tag == "select":
+            self._select = a["name"]
+            self.options[a["name"]] = []
+        elif tag == "option" and self._select:
+            self.options[self._select].append(a.get("value", ""))
+            if "selected" in a:
+                self.data.setdefault(self._select, []).append(a.get("value", ""))
+        elif tag == "textarea":
+            self._textarea = a["name"]
+            self.data[a["name"]] = [""]
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea:
+            self.data[self._textarea][0] += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self.inside = False
+        elif tag == "select":
+            self._select = None
+        elif tag == "textarea":
+            if self._textarea:
+                self.data[self._textarea][0] = self.data[self._textarea][0].lstrip("\n")
+            self._textarea = None
+
+
+def _read_form(admin: AdminSession, url: str, form_id: str = "queue_form") -> _FormFields:
+    response = admin.get(url)
+    assert response.status_code == 200, url
+    fields = _FormFields(form_id)
+    fields.feed(response.content.decode())
+    assert fields.data, f"no form {form_id} on {url}"
+    return fields
+
+
+def _submit(admin: AdminSession, url: str, changes: dict[str, Any], **kw: Any) -> Any:
+    """GET the form, change some fields, POST it back with the page's own CSRF token."""
+    form = _read_form(admin, url, **kw)
+    data: dict[str, Any] = {k: v if len(v) > 1 else v[0] for k, v in form.data.items()}
+    data.update(changes)
+    return admin.client.post(url, data)
+
+
+def _errors(response: Any) -> list[str]:
+    """The form errors a page shows (for assertion messages)."""
+    import re
+
+    html = response.content.decode()
+    return re.findall(r'class="errorlist[^"]*"[^>]*>(.*?)</ul>', html, re.S) + re.findall(
+        r'class="errornote"[^>]*>(.*?)</p>', html, re.S
+    )
+
+
+def _change_url(queue: Any) -> str:
+    return _url("change", queue.pk)
+
+
+@pytest.fixture
+def people(db: Any) -> dict[str, Any]:
+    from django.contrib.auth.models import User
+
+    return {
+        "victim": User.objects.create_user("victim_with_a_secret_name"),
+        "root": User.objects.create_superuser("root", password="pw"),
+        "mallory": _staff("mallory", "add_queue", "add_exchange"),
+    }
+
+
+def test_a_manager_cannot_set_the_callback_or_the_owner(people, make_queue):
+    victim, mallory = people["victim"], people["mallory"]
+    q = make_queue(owner=victim)
+    pgq.grant_queue_access(q, mallory, read=True, write=True, manage=True)
+    admin = AdminSession(mallory)
+    page = admin.get(_change_url(q)).content.decode()
+    assert "victim_with_a_secret_name" in page  # the owner is shown, read-only...
+    form = _read_form(admin, _change_url(q))
+    assert "owner" not in form.data and "callback" not in form.data  # ...and not editable
+    response = _submit(
+        admin, _change_url(q), {"callback": "sys.exit", "owner": str(mallory.pk), "max_retries": 3}
+    )
+    assert response.status_code == 302, _errors(response)
+    q = pgq.get_queue(q)
+    assert (q.callback, q.owner_id, q.max_retries) == ("", victim.pk, 3)
+
+
+def test_no_username_is_listed_to_a_non_superuser(people, make_queue):
+    from django.contrib.auth.models import User
+
+    mallory = people["mallory"]
+    User.objects.create_user("bystander_never_shown")
+    q = make_queue(owner=mallory)
+    x = pgq.create_exchange("x_mine", owner=mallory)
+    admin = AdminSession(mallory)
+    for url in (_change_url(q), _url("add"), f"/admin/pgq_django/exchange/{x.pk}/change/"):
+        page = admin.get(url).content.decode()
+        assert "bystander_never_shown" not in page, url
+        assert "victim_with_a_secret_name" not in page, url
+
+
+def test_a_grant_names_its_user_and_an_unknown_name_is_a_form_error(people, make_queue):
+    mallory = people["mallory"]
+    q = make_queue(owner=mallory)
+    url = _change_url(q)
+    admin = AdminSession(mallory)
+    row = {"grants-TOTAL_FORMS": "1", "grants-0-can_read": "on"}
+    response = _submit(admin, url, {**row, "grants-0-user": "nobody_by_that_name"})
+    assert response.status_code == 200 and b"There is no user with that name" in response.content
+    response = _submit(admin, url, {**row, "grants-0-user": "victim_with_a_secret_name"})
+    assert response.status_code == 302
+    assert access.may(people["victim"], "read", q)
+    assert "victim_with_a_secret_name" in admin.get(url).content.decode()
+
+
+def test_the_dead_letter_queue_must_be_a_queue_the_user_may_send_to(people, make_queue):
+    victim, mallory = people["victim"], people["mallory"]
+    theirs = make_queue(owner=victim)
+    writable = make_queue(owner=victim)
+    pgq.grant_queue_access(writable, mallory, read=False, write=True)
+    mine = make_queue(owner=mallory)
+    admin = AdminSession(mallory)
+    offered = _read_form(admin, _change_url(mine)).options["dead_letter_queue"]
+    assert str(theirs.pk) not in offered and str(mine.pk) not in offered
+    assert str(writable.pk) in offered
+    response = _submit(admin, _change_url(mine), {"dead_letter_queue": str(theirs.pk)})
+    assert response.status_code == 200 and b"Select a valid choice" in response.content
+    assert pgq.get_queue(mine).dead_letter_queue_id is None
+    assert _submit(admin, _change_url(mine), {"dead_letter_queue": str(writable.pk)}).status_code
+    assert pgq.get_queue(mine).dead_letter_queue_id == writable.pk
+
+
+def test_a_new_queue_belongs_to_its_creator_whatever_the_post_says(people):
+    victim, mallory = people["victim"], people["mallory"]
+    admin = AdminSession(mallory)
+    response = _submit(admin, _url("add"), {"name": "made_by_mallory", "owner": str(victim.pk)})
+    assert response.status_code == 302, _errors(response)
+    assert pgq.get_queue("made_by_mallory").owner_id == mallory.pk
+
+
+def test_a_superuser_callback_is_checked_like_register_callback(people, make_queue):
+    q = make_queue()
+    admin = AdminSession(people["root"])
+    response = _submit(admin, _change_url(q), {"callback": "no.such.module.handler"})
+    assert response.status_code == 200 and b"cannot be imported" in response.content
+    response = _submit(admin, _change_url(q), {"callback": "pgq_django.__version__"})
+    assert response.status_code == 200 and b"is not callable" in response.content
+    assert pgq.get_queue(q).callback == ""
+    response = _submit(admin, _change_url(q), {"callback": "json.dumps"})
+    assert response.status_code == 302
+    assert pgq.get_queue(q).callback == "json.dumps"

@@ -56,6 +56,10 @@ def _staff(request: HttpRequest) -> bool:
     return bool(request.user.is_active and request.user.is_staff)
 
 
+def _superuser(request: HttpRequest) -> bool:
+    return bool(request.user.is_active and request.user.is_superuser)
+
+
 def _age(seconds: float | None) -> str:
     """A compact age: "42s", "7m 3s", "5h 12m", "3d 4h"."""
     if seconds is None:
@@ -112,9 +116,48 @@ class _ManagedInline(admin.TabularInline):
         return self._manages(request, obj)
 
 
+class _ByName(forms.ModelChoiceField):
+    """A user or group typed by name instead of picked from a list of every account.
+
+    A dropdown would show every username of the site to anyone who manages one queue; a
+    name field shows only the grantees already on the object.
+    """
+
+    widget = forms.TextInput
+
+
+class GrantForm(forms.ModelForm):
+    """Grants name their user or group; see :class:`_ByName`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        user_model = self._meta.model._meta.get_field("user").related_model
+        group_model = self._meta.model._meta.get_field("group").related_model
+        username = getattr(user_model, "USERNAME_FIELD", "username")
+        self.fields["user"] = _ByName(
+            user_model._default_manager.all(),
+            to_field_name=username,
+            required=False,
+            error_messages={"invalid_choice": "There is no user with that name."},
+        )
+        self.fields["group"] = _ByName(
+            group_model._default_manager.all(),
+            to_field_name="name",
+            required=False,
+            error_messages={"invalid_choice": "There is no group with that name."},
+        )
+        # A saved grant's initial values are pks; the fields show and compare names.
+        grant = self.instance
+        if grant.pk and grant.user_id:
+            self.initial["user"] = grant.user.get_username()
+        if grant.pk and grant.group_id:
+            self.initial["group"] = grant.group.name
+
+
 class _GrantInline(_ManagedInline):
     autocomplete_fields = ()
     verbose_name = "grant"
+    form = GrantForm
 
 
 class QueueGrantInline(_GrantInline):
