@@ -495,3 +495,64 @@ def test_a_superuser_callback_is_checked_like_register_callback(people, make_que
     response = _submit(admin, _change_url(q), {"callback": "json.dumps"})
     assert response.status_code == 302
     assert pgq.get_queue(q).callback == "json.dumps"
+
+
+# -- 4. bad input in the admin is a form error, never an HTTP 500 ------------------------------
+
+
+def test_a_lone_surrogate_in_a_test_message_is_a_form_error(people, make_queue):
+    q = make_queue(owner=people["mallory"])
+    admin = AdminSession(people["mallory"])
+    for field, value in (("body", '"\\ud800"'), ("headers", '{"h": "\\udfff"}')):
+        data = {"body": "{}", "headers": "", "priority": 0, "delay": 0, field: value}
+        response = _submit(admin, _url("send", q.pk), data, form_id="pgq-send-form")
+        assert response.status_code == 200, field
+        assert b"surrogate" in response.content, _errors(response)
+    assert pgq.metrics(q).queue_length == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("concurrency_limit", "0"),
+        ("max_retries", "2000000"),
+        ("visibility_timeout", "1e10"),
+        ("retry_delay", "-1"),
+        ("visibility_timeout", "NaN"),
+    ],
+)
+def test_queue_settings_out_of_range_are_form_errors(people, make_queue, field, value):
+    q = make_queue(owner=people["mallory"])
+    before = {f: getattr(q, f) for f in ("concurrency_limit", "max_retries", "visibility_timeout")}
+    response = _submit(AdminSession(people["mallory"]), _change_url(q), {field: value})
+    assert response.status_code == 200 and _errors(response), field
+    after = pgq.get_queue(q)
+    assert {f: getattr(after, f) for f in before} == before
+
+
+def test_a_replay_with_a_bad_message_id_is_refused(people, make_queue):
+    q = make_queue(owner=people["mallory"])
+    admin = AdminSession(people["mallory"])
+    for bad in ("²", "-1", "1" * 30, "9" * 19):
+        response = admin.post(_url("operate", q.pk), {"op": "replay", "msg_id": [bad]})
+        assert response.status_code == 302, bad
+        assert any("message id" in n or "msg_id" in n for n in admin.notes(response)), bad
+    assert pgq.metrics(q).queue_length == 0
+
+
+@pytest.mark.parametrize("filters", ['{"region": [NaN]}', '{"n": Infinity}', '{"a": "\\u0000"}'])
+def test_a_binding_filter_postgresql_cannot_store_is_a_form_error(people, make_queue, filters):
+    mallory = people["mallory"]
+    q = make_queue(owner=mallory)
+    x = pgq.create_exchange("x_filters", owner=mallory)
+    url = f"/admin/pgq_django/exchange/{x.pk}/change/"
+    admin = AdminSession(mallory)
+    row = {
+        "bindings-TOTAL_FORMS": "1",
+        "bindings-0-queue": str(q.pk),
+        "bindings-0-routing_key": "",
+        "bindings-0-filters": filters,
+    }
+    response = _submit(admin, url, row, form_id="exchange_form")
+    assert response.status_code == 200 and _errors(response)
+    assert pgq.list_bindings(exchange=x) == []

@@ -198,10 +198,17 @@ class BindingForm(forms.ModelForm):
     def clean_filters(self) -> Any:
         from ..routing import binding_filters
 
+        from ..api import validation
+
         try:
-            return binding_filters(self.cleaned_data.get("filters"))
+            filters = binding_filters(self.cleaned_data.get("filters"))
+            # What PostgreSQL's jsonb can hold: no NaN/Infinity, no NUL, no lone surrogate.
+            validation.mapping(filters, "filters").encode("utf-8")
         except PgqError as exc:
             raise forms.ValidationError(exc.message) from None
+        except UnicodeEncodeError:
+            raise forms.ValidationError("The filters hold a lone surrogate.") from None
+        return filters
 
 
 class ExchangeBindingInline(_ManagedInline):

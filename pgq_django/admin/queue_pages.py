@@ -58,7 +58,7 @@ class SendMessageForm(forms.Form):
     def clean_body(self) -> Any:
         text = self.cleaned_data["body"]
         try:
-            return json.loads(text)
+            return _unicode_only(json.loads(text))
         except ValueError:
             return text
 
@@ -72,7 +72,21 @@ class SendMessageForm(forms.Form):
             raise forms.ValidationError(f"Not JSON: {exc}") from None
         if not isinstance(value, dict):
             raise forms.ValidationError("Headers must be a JSON object.")
-        return value
+        return _unicode_only(value)
+
+
+def _unicode_only(value: Any) -> Any:
+    """Refuse what JSON escapes can spell but no text holds: a lone surrogate (``"\\ud800"``)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end].encode("unicode_escape").decode()
+        raise forms.ValidationError(
+            f"The JSON holds a lone surrogate ({bad}), which is not valid Unicode text."
+        ) from None
+    except ValueError:
+        pass  # NaN and friends: the API refuses those with its own message
+    return value
 
 
 if TYPE_CHECKING:
