@@ -196,9 +196,8 @@ class BindingForm(forms.ModelForm):
         fields = ("queue", "routing_key", "filters")
 
     def clean_filters(self) -> Any:
-        from ..routing import binding_filters
-
         from ..api import validation
+        from ..routing import binding_filters
 
         try:
             filters = binding_filters(self.cleaned_data.get("filters"))
