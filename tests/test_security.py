@@ -556,3 +556,37 @@ def test_a_binding_filter_postgresql_cannot_store_is_a_form_error(people, make_q
     response = _submit(admin, url, row, form_id="exchange_form")
     assert response.status_code == 200 and _errors(response)
     assert pgq.list_bindings(exchange=x) == []
+
+
+# -- 5. a handler that succeeded is never run again because its result cannot be stored ----
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_an_unstorable_result_acks_with_a_note_instead_of_rerunning_the_handler(
+    make_queue, spawn, tmp_path
+):
+    from tests.security_handlers import UNSTORABLE
+
+    q = make_queue(archive_on_ack=True, max_retries=3, retry_delay=0)
+    pgq.register_callback(q, "tests.security_handlers.returns_unstorable")
+    runs = {kind: tmp_path / f"runs-{i}" for i, kind in enumerate(UNSTORABLE)}
+    sent = {k: pgq.send(q, {"returns": k, "runs_file": str(f)}) for k, f in runs.items()}
+    err = finish(spawn(*WORKER, "--queue", q.name, "--once"))
+    for kind, msg_id in sent.items():
+        assert runs[kind].read_text().split() == ["1"], (kind, err)
+        found = pgq.result(msg_id)
+        assert found.outcome == "acked", (kind, found)
+        assert "cannot be stored" in found.result["unstorable_result"], kind
+
+
+def test_complete_refuses_what_jsonb_cannot_hold_and_changes_nothing(make_queue):
+    q = make_queue(archive_on_ack=True)
+    msg_id = pgq.send(q, 1)
+    (m,) = pgq.read(q)
+    for bad in (float("nan"), {"x": float("-inf")}, "a\x00", {"\x00": 1}, "\udc00", object()):
+        with pytest.raises(pgq.InvalidArgument, match="cannot be stored"):
+            pgq.complete(q, m.receipt, result=bad)
+    assert pgq.read_by_id(q, msg_id) is not None
+    assert pgq.complete(q, m.receipt, result={"text": "\\u0000 is six characters"})
+    assert pgq.result(msg_id).result == {"text": "\\u0000 is six characters"}

@@ -7,6 +7,7 @@ These sit beside :mod:`.messages`: each validates its arguments, runs one named 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -18,6 +19,9 @@ from ..exceptions import InvalidArgument, QueueNotFound
 from ..models import Outcome
 from . import validation as v
 from .messages import _missing, _ref
+
+# A NUL character in JSON text: ``\u0000`` not itself escaped (``\\u0000`` is text).
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 # Outcomes a live message can have in a Result, beside the archive's outcomes.
 PENDING = "pending"
@@ -249,8 +253,10 @@ def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
     """Acknowledge a message and record what its handler produced.
 
     Like :func:`pgq_django.delete` (a receipt fences out a consumer whose lease was taken
-    over), and on a queue with ``archive_on_ack`` the archived copy keeps ``result`` (any
-    JSON-serialisable value) for :func:`result` and the tasks backend to read.
+    over), and on a queue with ``archive_on_ack`` the archived copy keeps ``result`` for
+    :func:`result` and the tasks backend to read. A result PostgreSQL cannot store (not
+    JSON, NaN or Infinity, a NUL character, a lone surrogate) raises InvalidArgument with
+    ``details["field"] == "result"`` before anything changes.
     """
     from django.core.serializers.json import DjangoJSONEncoder
 
@@ -260,11 +266,17 @@ def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
     encoded = None
     if result is not None:
         try:
-            encoded = json.dumps(result, cls=DjangoJSONEncoder)
-        except (TypeError, ValueError) as exc:
+            encoded = json.dumps(result, cls=DjangoJSONEncoder, allow_nan=False)
+            # What jsonb refuses although JSON allows it: NUL and lone surrogates.
+            json.dumps(result, cls=DjangoJSONEncoder, ensure_ascii=False).encode("utf-8")
+        except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
             raise InvalidArgument(
-                f"result is not JSON-serialisable: {exc}.", field="result"
+                f"result cannot be stored as JSON: {exc}.", field="result"
             ) from None
+        if _ESCAPED_NUL.search(encoded):
+            raise InvalidArgument(
+                "result cannot be stored as JSON: it holds a NUL character.", field="result"
+            )
     queue_id, deleted = Message.objects.db_manager(settings.DATABASE).ack(
         name, [_ref(msg_id)], result=encoded
     )
