@@ -590,3 +590,63 @@ def test_complete_refuses_what_jsonb_cannot_hold_and_changes_nothing(make_queue)
     assert pgq.read_by_id(q, msg_id) is not None
     assert pgq.complete(q, m.receipt, result={"text": "\\u0000 is six characters"})
     assert pgq.result(msg_id).result == {"text": "\\u0000 is six characters"}
+
+
+# -- 6. replay needs browse rights; bindings and access keys stay their owners' --------------
+
+
+def _archived(queue: Any) -> int:
+    msg_id = pgq.send(queue, {"secret": "archived body"})
+    pgq.archive(queue, msg_id)
+    return msg_id
+
+
+@pytest.mark.parametrize(
+    ("read", "write", "replayed"), [(False, True, False), (True, False, False), (True, True, True)]
+)
+def test_replay_needs_read_on_the_archive_and_write_on_the_queue(
+    people, make_queue, read, write, replayed
+):
+    q = make_queue(owner=people["victim"])
+    msg_id = _archived(q)
+    mallory = people["mallory"]
+    pgq.grant_queue_access(q, mallory, read=read, write=write, manage=False)
+    admin = AdminSession(mallory)
+    response = admin.post(_url("operate", q.pk), {"op": "replay", "msg_id": [str(msg_id)]})
+    assert response.status_code in (302, 404)
+    assert pgq.metrics(q).queue_length == (1 if replayed else 0)
+
+
+def test_a_publish_grant_does_not_show_other_users_bindings(people, make_queue):
+    from django.contrib.auth.models import User
+
+    alice = User.objects.create_user("alice")
+    private = make_queue(owner=alice)
+    x = pgq.create_exchange("x_shared", owner=alice)
+    pgq.bind_queue(private, x, filters={"customer": ["secret-customer-id"]})
+    mallory = people["mallory"]
+    mine = make_queue(owner=mallory)
+    pgq.bind_queue(mine, x)
+    pgq.grant_publish_access(x, mallory)
+    page = AdminSession(mallory).get(f"/admin/pgq_django/exchange/{x.pk}/change/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert mine.name in html
+    assert private.name not in html and "secret-customer-id" not in html
+    root_view = AdminSession(people["root"]).get(f"/admin/pgq_django/exchange/{x.pk}/change/")
+    assert private.name in root_view.content.decode()
+
+
+def test_only_a_superuser_deletes_an_access_key_and_its_audit_trail(people):
+    from pgq_django.models import AccessKey
+
+    victim_key, _secret = AccessKey.objects.create_key(people["victim"])
+    mallory = _staff("keymaster", "delete_accesskey", "view_accesskey", "change_accesskey")
+    url = f"/admin/pgq_django/accesskey/{victim_key.pk}/delete/"
+    admin = AdminSession(mallory)
+    assert admin.get(url).status_code == 403
+    assert admin.post(url, {"post": "yes"}).status_code == 403
+    assert AccessKey.objects.filter(pk=victim_key.pk).exists()
+    root = AdminSession(people["root"])
+    assert root.post(url, {"post": "yes"}).status_code == 302
+    assert not AccessKey.objects.filter(pk=victim_key.pk).exists()

@@ -8,7 +8,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from .. import access
@@ -222,3 +222,17 @@ class ExchangeBindingInline(_ManagedInline):
         if db_field.name == "queue":
             kwargs["queryset"] = access.queues_for(request.user, "manage")
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        """Bindings of exchanges the user manages, and bindings into queues they may see.
+
+        A publish grant lets a user send through the exchange, not learn which other users'
+        queues it feeds and with which filters.
+        """
+        found = super().get_queryset(request)
+        if _superuser(request):
+            return found
+        return found.filter(
+            Q(exchange__in=access.exchanges_for(request.user, "manage").values("pk"))
+            | Q(queue__in=visible_queues(request.user).values("pk"))
+        )
