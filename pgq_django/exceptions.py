@@ -115,7 +115,6 @@ class RejectMessage(PgqError):
     """
 
     code = "message_rejected"
-    status_code = 422
     default_message = "The message was rejected by its handler."
 
 

@@ -32,7 +32,6 @@ imports an unsigned path either; it reports such a message as FAILED.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import sys
@@ -40,7 +39,6 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings as django_settings
-from django.core import signing
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -48,6 +46,7 @@ from django.utils.module_loading import import_string
 import pgq_django as pgq
 
 from .exceptions import RejectMessage
+from .task_signing import sign_call, verified_call
 
 try:  # Django >= 6.0
     from django.tasks import TaskContext, TaskResult, TaskResultStatus
@@ -76,9 +75,6 @@ _STATUS = {
     "acked": TaskResultStatus.SUCCESSFUL,
 }
 
-
-# Salt of the enqueue signature, so no other signed value of the project can pass for one.
-SIGNING_SALT = "pgq_django.tasks.enqueue"
 
 # Tasks this process has seen built for a PgqBackend (every Task validates itself against its
 # backend when created, so the @task decorator lands here at import): module path -> Task.
@@ -150,7 +146,7 @@ class PgqBackend(BaseTaskBackend):
             "queue_name": task.queue_name,
             "priority": task.priority,
             "run_after": task.run_after.isoformat() if task.run_after else None,
-            "signature": _signer().signature(_signed_text(call)),
+            "signature": sign_call(call),
         }
         msg_id = self._send(
             self.pgq_queue(task.queue_name),
@@ -238,54 +234,6 @@ _FORGED_REASON = (
 )
 
 
-def _signer() -> signing.Signer:
-    """SECRET_KEY (and SECRET_KEY_FALLBACKS, for key rotation) with our own salt."""
-    return signing.Signer(salt=SIGNING_SALT, algorithm="sha256")
-
-
-def _canonical(value: Any) -> Any:
-    """The form a value has on both sides of the jsonb round trip, for signing.
-
-    PostgreSQL may print a whole float such as ``1e16`` as an integer, so whole floats count
-    as integers; everything else survives the round trip exactly.
-    """
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {str(k): _canonical(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_canonical(v) for v in value]
-    return value
-
-
-def _signed_text(call: dict[str, Any]) -> str:
-    """The exact text the enqueue signature covers: task path, arguments and backend."""
-    fields = {key: call.get(key) for key in ("task", "args", "kwargs", "backend")}
-    return json.dumps(_canonical(fields), sort_keys=True, separators=(",", ":"))
-
-
-def _signed_call(body: Any) -> dict[str, Any] | None:
-    """The body's task call if its enqueue signature holds, else None. Imports nothing."""
-    if not isinstance(body, dict):
-        return None
-    task, args, kwargs = body.get("task"), body.get("args"), body.get("kwargs")
-    alias, signature = body.get("backend"), body.get("signature")
-    if not (
-        isinstance(task, str)
-        and isinstance(args, list)
-        and isinstance(kwargs, dict)
-        and isinstance(alias, str)
-        and isinstance(signature, str)
-    ):
-        return None
-    call = {"task": task, "args": args, "kwargs": kwargs, "backend": alias}
-    try:
-        _signer().unsign(f"{_signed_text(call)}:{signature}")
-    except (signing.BadSignature, TypeError, ValueError):
-        return None
-    return call
-
-
 def _resolve(path: str) -> Task:
     """The Task a *signed* path names: this process's known tasks, else an import.
 
@@ -322,7 +270,7 @@ def _result_task(body: dict[str, Any], backend: PgqBackend) -> tuple[Task, str |
     names :func:`unavailable_task` instead and is FAILED. A signed one is resolved like the
     worker does; if that fails here, the stand-in is used and the status left as it is.
     """
-    call = _signed_call(body)
+    call = verified_call(body)
     if call is None:
         return _stand_in(backend), _FORGED
     try:
@@ -381,7 +329,7 @@ def _parse_time(value: Any) -> datetime | None:
 
 def run_task(message: Any) -> dict[str, Any]:
     """The worker's handler for task queues: run the task, return what get_result reads."""
-    call = _signed_call(message.message)
+    call = verified_call(message.message)
     if call is None:
         raise RejectMessage(_FORGED_REASON)
     try:

@@ -21,7 +21,8 @@ from django.test import override_settings
 
 import pgq_django as pgq
 from pgq_django import access
-from pgq_django.tasks import SIGNING_SALT, TaskResultStatus
+from pgq_django.task_signing import SIGNING_SALT
+from pgq_django.tasks import TaskResultStatus
 
 WORKER = ("-m", "django", "pgq_worker", "-v", "2")
 TASK_QUEUE = "tasks_default"
@@ -650,3 +651,17 @@ def test_only_a_superuser_deletes_an_access_key_and_its_audit_trail(people):
     root = AdminSession(people["root"])
     assert root.post(url, {"post": "yes"}).status_code == 302
     assert not AccessKey.objects.filter(pk=victim_key.pk).exists()
+
+
+def test_the_enqueue_signature_survives_the_jsonb_round_trip(sec_tasks):
+    """Arguments come back from PostgreSQL re-printed (1e16 as an integer, keys reordered):
+    a legitimate task must still verify, and any change to an argument must not."""
+    from pgq_django.task_signing import verified_call
+
+    awkward = [1e16, 1.0, 0.1, 5e-324, -0.0, 2**70, "é ☃ text", {"b": [1], "a": None}]
+    result = sec_tasks.touch.enqueue(*awkward)
+    body = pgq.read_by_id(TASK_QUEUE, int(result.id)).message
+    assert body["args"][0] == 10**16 and isinstance(body["args"][0], int)  # re-printed
+    assert verified_call(body) is not None
+    tampered = {**body, "args": [*body["args"][:-1], {"b": [2], "a": None}]}
+    assert verified_call(tampered) is None
