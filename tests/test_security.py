@@ -665,3 +665,39 @@ def test_the_enqueue_signature_survives_the_jsonb_round_trip(sec_tasks):
     assert verified_call(body) is not None
     tampered = {**body, "args": [*body["args"][:-1], {"b": [2], "a": None}]}
     assert verified_call(tampered) is None
+
+
+@pytest.mark.slow
+def test_the_migration_trusts_an_old_dead_letter_header_only_where_the_queues_agree(
+    fresh_database,
+):
+    """Dead letters already queued get a server-side origin from their header only when
+    the queue it names really dead-letters into theirs; a forged header gets none."""
+    import psycopg
+
+    from tests.test_migrations import _manage
+
+    _manage(fresh_database, "migrate", "pgq_django", "0003_delivery")
+    queue_sql = (
+        "INSERT INTO pgq_queue (name, fifo, visibility_timeout, delivery_delay, retention,"
+        " max_retries, retry_delay, backoff, backoff_cap, backoff_jitter, max_message_size,"
+        " archive_on_ack, paused, callback, created_at, updated_at, dead_letter_queue_id)"
+        " VALUES (%s, false, 30, 0, 60, 1, 1, 'none', 1, false, 100, false, false, '',"
+        " now(), now(), %s) RETURNING id"
+    )
+    message_sql = (
+        "INSERT INTO pgq_message (queue_id, message, headers) VALUES (%s, '1',"
+        " jsonb_build_object('pgq_dead_letter', jsonb_build_object('original_queue', %s::text)))"
+        " RETURNING msg_id"
+    )
+    with psycopg.connect(fresh_database) as conn:
+        dlq = conn.execute(queue_sql, ["dlq", None]).fetchone()[0]
+        source = conn.execute(queue_sql, ["source", dlq]).fetchone()[0]
+        conn.execute(queue_sql, ["victim", None])
+        real = conn.execute(message_sql, [dlq, "source"]).fetchone()[0]
+        forged = conn.execute(message_sql, [dlq, "victim"]).fetchone()[0]
+    _manage(fresh_database, "migrate", "pgq_django", "0004_security")
+    with psycopg.connect(fresh_database) as conn:
+        origins = dict(conn.execute("SELECT msg_id, dead_letter_origin_id FROM pgq_message"))
+    assert origins == {real: source, forged: None}
+    _manage(fresh_database, "migrate", "pgq_django", "0003_delivery")  # and back
