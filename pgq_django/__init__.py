@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "pause_queue": "api.queues",
     "resume_queue": "api.queues",
     "get_queue": "api.queues",
+    "validate_queue_settings": "api.queues",
     # messages
     "send": "api.messages",
     "send_batch": "api.messages",
@@ -57,11 +58,14 @@ _EXPORTS: dict[str, str] = {
     "result": "api.delivery",
     "Result": "api.delivery",
     "redrive": "api.delivery",
+    "dead_letter_origins": "api.delivery",
+    "replay": "api.delivery",
     "register_callback": "api.delivery",
     "unregister_callback": "api.delivery",
     "complete": "api.delivery",
     "release_leases": "api.delivery",
     "archive_cancelled": "api.delivery",
+    "reject": "api.delivery",
     "handler": "worker.registry",
     # metrics
     "metrics": "api.stats",
@@ -87,6 +91,7 @@ _EXPORTS: dict[str, str] = {
     "PermissionDenied": "exceptions",
     "QueuePaused": "exceptions",
     "QueueFull": "exceptions",
+    "RejectMessage": "exceptions",
 }
 
 # Functions that get an ``a``-prefixed async twin.

@@ -122,17 +122,22 @@ SELECT (SELECT id FROM q), ARRAY(SELECT msg_id FROM u ORDER BY msg_id),
        (SELECT pg_notify(%(channel)s, q.name) FROM q WHERE EXISTS (SELECT 1 FROM u))
 """
 
-# -- redrive -- Move dead-lettered messages (oldest first) back to their original queue, or to
-# `to`: read_ct and visibility reset, expiry renewed, the dead-letter history kept as
-# headers["pgq_redriven"]. Messages someone is reading from the DLQ right now are skipped.
+# -- redrive -- Move dead-lettered messages (oldest first) back to the queue they failed on, or
+# to `to`: read_ct and visibility reset, expiry renewed, the dead-letter history kept as
+# headers["pgq_redriven"]. The origin is the server-side dead_letter_origin_id, never a
+# header; `origins` (queue names) limits the move to messages that failed on one of them.
+# Messages someone is reading from the DLQ right now are skipped.
 REDRIVE = """
 WITH dlq AS (SELECT id FROM pgq_queue WHERE name = %(dlq)s),
 t AS (
     SELECT m.msg_id, dest.id AS dest_id, dest.name AS dest_name, dest.retention
     FROM pgq_message m
     JOIN pgq_queue dest
-      ON dest.name = coalesce(%(to)s::text, m.headers -> 'pgq_dead_letter' ->> 'original_queue')
+      ON dest.id = coalesce((SELECT id FROM pgq_queue WHERE name = %(to)s::text),
+                            m.dead_letter_origin_id)
     WHERE m.queue_id = (SELECT id FROM dlq)
+      AND (%(origins)s::text[] IS NULL OR m.dead_letter_origin_id IN (
+            SELECT id FROM pgq_queue WHERE name = ANY(%(origins)s::text[])))
       AND (m.read_ct = 0 OR m.vt <= clock_timestamp())
       AND dest.id <> m.queue_id
     ORDER BY m.msg_id
@@ -140,7 +145,8 @@ t AS (
     FOR UPDATE OF m SKIP LOCKED
 ), moved AS (
     UPDATE pgq_message m
-    SET queue_id = t.dest_id, read_ct = 0, vt = clock_timestamp(), cancel_requested = false,
+    SET queue_id = t.dest_id, dead_letter_origin_id = NULL, read_ct = 0, vt = clock_timestamp(),
+        cancel_requested = false,
         expires_at = clock_timestamp() + make_interval(secs => t.retention),
         headers = (m.headers - 'pgq_dead_letter') || jsonb_build_object('pgq_redriven',
             coalesce(m.headers -> 'pgq_redriven', '[]'::jsonb)
@@ -161,6 +167,16 @@ SELECT (SELECT id FROM dlq),
         FROM (SELECT DISTINCT dest_name FROM moved) n)
 """
 
+# -- dead_letter_origins -- How many messages of a dead-letter queue failed on each queue that
+# still exists: where a redrive would send them.
+DEAD_LETTER_ORIGINS = """
+SELECT origin.name, count(*)
+FROM pgq_message m JOIN pgq_queue origin ON origin.id = m.dead_letter_origin_id
+WHERE m.queue_id = (SELECT id FROM pgq_queue WHERE name = %(dlq)s)
+GROUP BY origin.name
+ORDER BY origin.name
+"""
+
 # -- dead_letter_expired_leases -- Messages whose last lease ran out after their final allowed
 # attempt (the consumer crashed or hung every time) are dead: to the DLQ with their history,
 # or to the archive as 'dead'. Without this a message that kills its worker would be leased
@@ -179,7 +195,8 @@ WITH t AS (
     FOR UPDATE OF m SKIP LOCKED
 ), moved AS (
     UPDATE pgq_message m
-    SET queue_id = t.dlq_id, vt = clock_timestamp(), read_ct = 0,
+    SET queue_id = t.dlq_id, dead_letter_origin_id = t.queue_id, vt = clock_timestamp(),
+        read_ct = 0,
         expires_at = clock_timestamp() + make_interval(secs => t.dlq_retention),
         headers = m.headers || jsonb_build_object('pgq_dead_letter', jsonb_build_object(
             'attempts', m.read_ct, 'last_error', %(error)s::text,

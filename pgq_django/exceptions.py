@@ -106,6 +106,18 @@ class QueueFull(PgqError):
     default_message = "The queue holds its maximum number of messages."
 
 
+class RejectMessage(PgqError):
+    """Raised by a handler to fail its message for good: no retry, no dead-letter queue.
+
+    The worker archives the message as ``dead`` with this error's text, at once. The tasks
+    backend raises it for a message it must never run (unsigned, or naming no known task),
+    because retrying such a message could only fail again.
+    """
+
+    code = "message_rejected"
+    default_message = "The message was rejected by its handler."
+
+
 __all__ = [
     "ExchangeAlreadyExists",
     "ExchangeInUse",
@@ -120,4 +132,5 @@ __all__ = [
     "QueueFull",
     "QueueNotFound",
     "QueuePaused",
+    "RejectMessage",
 ]

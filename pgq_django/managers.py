@@ -242,7 +242,8 @@ _RETRY_DELAY = """
 
 # -- nack -- A failed delivery: retry after a delay, or dead-letter once retries are spent.
 # A dead message moves to the dead-letter queue (same msg_id, read_ct reset, history in
-# headers["pgq_dead_letter"]) or, with none configured, to the archive as 'dead'.
+# headers["pgq_dead_letter"], the origin server-side in dead_letter_origin_id for redrive) or,
+# with none configured, to the archive as 'dead'.
 NACK = f"""
 WITH q AS (
     SELECT id, name, max_retries, retry_delay, backoff, backoff_cap, backoff_jitter,
@@ -263,7 +264,7 @@ WITH q AS (
     RETURNING m.msg_id
 ), moved AS (
     UPDATE pgq_message m
-    SET queue_id = dlq.id, vt = clock_timestamp(), read_ct = 0,
+    SET queue_id = dlq.id, dead_letter_origin_id = q.id, vt = clock_timestamp(), read_ct = 0,
         expires_at = clock_timestamp() + make_interval(secs => dlq.retention),
         headers = m.headers || jsonb_build_object('pgq_dead_letter', jsonb_build_object(
             'attempts', m.read_ct, 'last_error', %(error)s::text, 'original_queue', q.name,
@@ -573,9 +574,10 @@ class _SqlManager(models.Manager):
 
         The instances are what ``Model.from_db`` makes, built without ``Model.__init__``:
         its per-field work was a fifth of a 100-message read (bench/core.py, profiled). The
-        rows always carry every concrete column, so nothing is deferred; the one difference
-        is that no pre_init/post_init signal is sent. A model whose fields differ from
-        MESSAGE_COLUMNS goes through ``from_db`` as usual.
+        rows carry every column of MESSAGE_COLUMNS (a field after them, such as
+        ``Message.dead_letter_origin``, is deferred: it loads on first access); the one
+        difference is that no pre_init/post_init signal is sent. A model whose fields do not
+        start with MESSAGE_COLUMNS goes through ``from_db`` as usual.
         """
         from django.db.models.base import ModelState
 
@@ -604,10 +606,14 @@ _PLAIN: dict[type, bool] = {}
 
 
 def _plain_columns(model: type[models.Model]) -> bool:
-    """Whether the model's concrete fields are exactly MESSAGE_COLUMNS, in order."""
+    """Whether the model's concrete fields start with MESSAGE_COLUMNS, in order.
+
+    Columns after them (``Message.dead_letter_origin``) are left out of the statements'
+    rows and load on first access, like a deferred field.
+    """
     if model not in _PLAIN:
         attnames = tuple(f.attname for f in model._meta.concrete_fields)
-        _PLAIN[model] = attnames == MESSAGE_COLUMNS
+        _PLAIN[model] = attnames[: len(MESSAGE_COLUMNS)] == MESSAGE_COLUMNS
     return _PLAIN[model]
 
 

@@ -19,6 +19,14 @@ its archived copy (SUCCESSFUL with the return value, FAILED with the error). ``p
 maps to pgq's (Django's higher-is-sooner becomes pgq's lower-is-sooner) and ``run_after``
 to a delivery delay. Retries follow the queue's settings; ``max_retries`` defaults to 0
 because django.tasks expects a failed task to stay failed.
+
+A message never chooses the code that runs. Anyone with a write grant on a task queue can put
+a message there, so the worker does not trust what a body names: ``enqueue`` signs the task's
+path, arguments and backend with Django's signing (``SECRET_KEY``, salted), and the worker
+runs a message only when the signature holds *and* the path resolves to a ``Task`` object
+whose backend is a :class:`PgqBackend`. Anything else is rejected: archived as ``dead`` with
+the reason, nothing imported or called (see docs/threat-model.md). ``get_result`` never
+imports an unsigned path either; it reports such a message as FAILED.
 """
 
 from __future__ import annotations
@@ -26,14 +34,19 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 import pgq_django as pgq
+
+from .exceptions import RejectMessage
+from .task_signing import sign_call, verified_call
 
 try:  # Django >= 6.0
     from django.tasks import TaskContext, TaskResult, TaskResultStatus
@@ -61,6 +74,11 @@ _STATUS = {
     "leased": TaskResultStatus.RUNNING,
     "acked": TaskResultStatus.SUCCESSFUL,
 }
+
+
+# Tasks this process has seen built for a PgqBackend (every Task validates itself against its
+# backend when created, so the @task decorator lands here at import): module path -> Task.
+_KNOWN_TASKS: dict[str, Task] = {}
 
 
 def _json_ready(value: Any) -> Any:
@@ -91,6 +109,14 @@ class PgqBackend(BaseTaskBackend):
             "archive_on_ack": True,
         }
 
+    def validate_task(self, task: Task) -> None:
+        """Django's checks, then remember the task so workers and results need no import."""
+        super().validate_task(task)
+        if task.func is not unavailable_task:
+            known = _KNOWN_TASKS.get(task.module_path)
+            if known is None or known.func is not task.func:
+                _KNOWN_TASKS[task.module_path] = task
+
     def pgq_queue(self, queue_name: str) -> str:
         """The pgq queue that holds tasks of ``queue_name``."""
         return f"{self.queue_prefix}{queue_name}"
@@ -109,21 +135,25 @@ class PgqBackend(BaseTaskBackend):
         delay = 0.0
         if task.run_after is not None:
             delay = max(0.0, (task.run_after - now).total_seconds())
-        body = {
+        call = {
             "task": task.module_path,
             "args": _json_ready(list(args)),
             "kwargs": _json_ready(dict(kwargs)),
             "backend": self.alias,
+        }
+        body = {
+            **call,
             "queue_name": task.queue_name,
             "priority": task.priority,
             "run_after": task.run_after.isoformat() if task.run_after else None,
+            "signature": sign_call(call),
         }
         msg_id = self._send(
             self.pgq_queue(task.queue_name),
             body,
             priority=-task.priority,
             delay=delay,
-            headers={"pgq_task": task.module_path},
+            label=task.module_path,
         )
         result: TaskResult[Any, Any] = TaskResult(
             task=task,
@@ -155,23 +185,26 @@ class PgqBackend(BaseTaskBackend):
 
 
 def _task_result(backend: PgqBackend, found: Any, body: dict[str, Any]) -> TaskResult:
-    task = _load_task(body, backend.alias)
+    task, problem = _result_task(body, backend)
     dead = found.headers.get("pgq_dead_letter")
     status = _STATUS.get(found.outcome, TaskResultStatus.FAILED)
-    if dead:
+    if dead or problem == _FORGED:
         status = TaskResultStatus.FAILED
     stored = found.result if isinstance(found.result, dict) else {}
     error = found.error or (dead or {}).get("last_error")
+    if problem == _FORGED:
+        error = f"{RejectMessage.__module__}.RejectMessage: {_FORGED_REASON}"
     errors = []
     if status == TaskResultStatus.FAILED:
         errors.append(
             TaskError(
                 exception_class_path=_exception_path(error, found.outcome),
-                traceback=error or f"The task was {found.outcome}.",
+                traceback=error or problem or f"The task was {found.outcome}.",
             )
         )
     finished = found.finished_at if found.finished else None
     started = _parse_time(stored.get("started_at")) or finished
+    args, kwargs = body.get("args"), body.get("kwargs")
     result: TaskResult[Any, Any] = TaskResult(
         task=task,
         id=str(found.msg_id),
@@ -180,8 +213,8 @@ def _task_result(backend: PgqBackend, found: Any, body: dict[str, Any]) -> TaskR
         started_at=started,
         last_attempted_at=started,
         finished_at=finished,
-        args=body.get("args", []),
-        kwargs=body.get("kwargs", {}),
+        args=args if isinstance(args, list) else [],
+        kwargs=kwargs if isinstance(kwargs, dict) else {},
         backend=backend.alias,
         errors=errors,
         worker_ids=[stored["worker_id"]] if stored.get("worker_id") else [],
@@ -191,29 +224,98 @@ def _task_result(backend: PgqBackend, found: Any, body: dict[str, Any]) -> TaskR
     return result
 
 
-def _load_task(body: dict[str, Any], alias: str) -> Task:
-    target = import_string(body["task"])
-    if isinstance(target, Task):
-        return target
-    # A plain function enqueued through Task(...) directly: rebuild an equivalent Task.
-    return Task(
-        func=target,
-        priority=body.get("priority", 0),
-        backend=alias,
-        queue_name=body.get("queue_name", "default"),
+# -- which code a message may run ------------------------------------------------------------
+
+_FORGED = "forged"
+_FORGED_REASON = (
+    "This message is not a task enqueued by this project (no valid enqueue signature), so "
+    "it was not run. Tasks are enqueued with Task.enqueue(); a message sent to a task queue "
+    "any other way never runs."
+)
+
+
+def _resolve(path: str) -> Task:
+    """The Task a *signed* path names: this process's known tasks, else an import.
+
+    Raises RejectMessage when the path cannot be imported (a task defined in a shell or a
+    module the worker does not have) or names something that is not a pgq task.
+    """
+    task = _KNOWN_TASKS.get(path)
+    if task is None:
+        try:
+            target = import_string(path)
+        except ImportError as exc:
+            raise RejectMessage(
+                f"Task {path!r} cannot be imported here ({exc}). Tasks must be defined in an "
+                "importable module (not a shell or __main__) that the worker can import."
+            ) from None
+        task = _KNOWN_TASKS.get(path, target)
+    if not isinstance(task, Task):
+        raise RejectMessage(
+            f"{path!r} is not a task: only functions decorated with @task run as tasks."
+        )
+    try:
+        runs_here = isinstance(task.get_backend(), PgqBackend)
+    except Exception:
+        runs_here = False
+    if not runs_here:
+        raise RejectMessage(f"Task {path!r} belongs to task backend {task.backend!r}, not pgq.")
+    return task
+
+
+def _result_task(body: dict[str, Any], backend: PgqBackend) -> tuple[Task, str | None]:
+    """The Task to report a result under, and why it is a stand-in if it is one.
+
+    An unsigned body is never resolved (its path was chosen by whoever sent it): the result
+    names :func:`unavailable_task` instead and is FAILED. A signed one is resolved like the
+    worker does; if that fails here, the stand-in is used and the status left as it is.
+    """
+    call = verified_call(body)
+    if call is None:
+        return _stand_in(backend), _FORGED
+    try:
+        return _resolve(call["task"]), None
+    except RejectMessage as exc:
+        return _stand_in(backend), exc.message
+
+
+def unavailable_task(*args: Any, **kwargs: Any) -> None:
+    """Stands in for a task a result cannot (or must not) load; it never runs anything."""
+    raise RejectMessage("unavailable_task stands in for a task that cannot be loaded.")
+
+
+def _stand_in(backend: PgqBackend) -> Task:
+    queues = sorted(backend.queues or {"default"})
+    queue_name = "default" if "default" in queues else queues[0]
+    return Task(  # type: ignore[call-arg]
+        func=unavailable_task,
+        priority=0,
+        backend=backend.alias,
+        queue_name=queue_name,
         run_after=None,
     )
 
 
 def _exception_path(error: str | None, outcome: str) -> str:
-    """``module.Class`` of the exception from the last line of a stored traceback."""
-    if not error:
-        return "pgq_django.exceptions.PgqError"
+    """``module.Class`` of the exception from the last line of a stored traceback.
+
+    Only a class already loaded in this process is named (TaskError imports the path when
+    asked for ``exception_class``, and an error message can end in any text), so reading a
+    result never imports a module; anything else reads as PgqError.
+    """
+    fallback = "pgq_django.exceptions.PgqError"
+    if not error or not error.strip():
+        return fallback
     last = error.strip().splitlines()[-1]
     name = last.split(":", 1)[0].strip()
     if not name or " " in name:
-        return "pgq_django.exceptions.PgqError"
-    return name if "." in name else f"builtins.{name}"
+        return fallback
+    path = name if "." in name else f"builtins.{name}"
+    module_name, _, attr = path.rpartition(".")
+    found = getattr(sys.modules.get(module_name), attr, None)
+    if isinstance(found, type) and issubclass(found, BaseException):
+        return path
+    return fallback
 
 
 def _parse_time(value: Any) -> datetime | None:
@@ -227,9 +329,14 @@ def _parse_time(value: Any) -> datetime | None:
 
 def run_task(message: Any) -> dict[str, Any]:
     """The worker's handler for task queues: run the task, return what get_result reads."""
-    body = message.message
-    backend = _backend(body.get("backend"))
-    task = _load_task(body, backend.alias)
+    call = verified_call(message.message)
+    if call is None:
+        raise RejectMessage(_FORGED_REASON)
+    try:
+        backend = _backend(call["backend"])
+    except (ImproperlyConfigured, TypeError) as exc:
+        raise RejectMessage(f"Task backend {call['backend']!r} cannot run it here: {exc}") from None
+    task = _resolve(call["task"])
     started = timezone.now()
     running: TaskResult[Any, Any] = TaskResult(
         task=task,
@@ -239,8 +346,8 @@ def run_task(message: Any) -> dict[str, Any]:
         started_at=started,
         last_attempted_at=started,
         finished_at=None,
-        args=body.get("args", []),
-        kwargs=body.get("kwargs", {}),
+        args=call["args"],
+        kwargs=call["kwargs"],
         backend=backend.alias,
         errors=[],
         worker_ids=[WORKER_ID] * max(1, message.read_ct),

@@ -51,3 +51,22 @@ TEMPLATES = [
 STATIC_URL = "/static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PGQ = {"DEFAULT_VISIBILITY_TIMEOUT": 30}
+
+# The django.tasks backend and a second, non-pgq backend, as tests/test_security.py uses them
+# in-process (override_settings) and in worker processes it starts with PGQ_TEST_TASKS=1.
+try:
+    import django.tasks  # noqa: F401
+
+    _DUMMY_BACKEND = "django.tasks.backends.dummy.DummyBackend"
+except ImportError:
+    _DUMMY_BACKEND = "django_tasks.backends.dummy.DummyBackend"
+TEST_TASKS = {
+    "default": {
+        "BACKEND": "pgq_django.tasks.PgqBackend",
+        "QUEUES": ["default"],
+        "OPTIONS": {"queue_prefix": "tasks_"},
+    },
+    "other": {"BACKEND": _DUMMY_BACKEND},
+}
+if os.environ.get("PGQ_TEST_TASKS"):
+    TASKS = TEST_TASKS

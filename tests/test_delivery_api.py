@@ -205,6 +205,67 @@ def test_a_lease_that_expires_after_the_last_attempt_is_dead_lettered(make_queue
     assert dead.msg_id == msg_id
     assert dead.headers["pgq_dead_letter"]["attempts"] == 2
     assert "lease expired" in dead.headers["pgq_dead_letter"]["last_error"]
+    assert pgq.dead_letter_origins(dlq) == {q.name: 1}
+    pgq.release_leases(dlq, [dead])
+    assert pgq.redrive(dlq) == 1
+    assert pgq.read_by_id(q, msg_id) is not None
+
+
+def test_redrive_origins_moves_only_messages_that_failed_on_those_queues(make_queue):
+    dlq = make_queue()
+    a = make_queue(max_retries=0, dead_letter_queue=dlq)
+    b = make_queue(max_retries=0, dead_letter_queue=dlq)
+    (from_a,) = _dead_letter(a, dlq, ["a"])
+    pgq.send(dlq, "sent to the DLQ directly: no origin")
+    pgq.send_batch(b, ["b1", "b2"])
+    for m in pgq.read(b, qty=2):
+        pgq.nack(b, m.receipt)
+    assert pgq.dead_letter_origins(dlq) == {a.name: 1, b.name: 2}
+    assert pgq.redrive(dlq, origins=[a.name]) == 1
+    assert pgq.read_by_id(a, from_a) is not None
+    assert pgq.redrive(dlq, origins=[]) == 0
+    assert pgq.redrive(dlq) == 2  # the one without an origin stays
+    assert pgq.metrics(dlq).queue_length == 1
+    assert pgq.dead_letter_origins(dlq) == {}
+    with pytest.raises(pgq.InvalidArgument):
+        pgq.redrive(dlq, origins=a.name)
+    with pytest.raises(pgq.InvalidName):
+        pgq.redrive(dlq, origins=["not a name"])
+
+
+def test_redrive_ignores_a_dead_letter_header_a_sender_wrote(make_queue):
+    """The origin is server-side: a header naming a queue does not send anything there."""
+    from django.db import connection
+
+    dlq, victim = make_queue(), make_queue()
+    msg_id = pgq.send(dlq, "injected")
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE pgq_message SET headers = jsonb_build_object('pgq_dead_letter', "
+            "jsonb_build_object('original_queue', %s::text)) WHERE msg_id = %s",
+            [victim.name, msg_id],
+        )
+    assert pgq.redrive(dlq) == 0
+    assert pgq.metrics(victim).queue_length == 0
+
+
+def test_replay_sends_copies_of_archived_messages_with_reserved_headers_replaced(make_queue):
+    q, elsewhere = make_queue(), make_queue()
+    dlq = make_queue()
+    pgq.alter_queue(q, dead_letter_queue=dlq, max_retries=0)
+    msg_id = pgq.send(q, {"n": 1}, headers={"trace": "t"}, label="l", priority=3)
+    (m,) = pgq.read(q)
+    pgq.nack(q, m.receipt, error="boom")  # dead-lettered: the copy carries pgq_dead_letter
+    (dead,) = pgq.read(dlq)
+    pgq.archive(dlq, dead.receipt)
+    (copy_id,) = pgq.replay(dlq, [msg_id, 999_999_999], to=elsewhere)
+    copy = pgq.read_by_id(elsewhere, copy_id)
+    assert copy.message == {"n": 1} and copy.label == "l" and copy.priority == 3
+    assert copy.headers == {"trace": "t", "pgq_replayed_from": msg_id}
+    assert pgq.replay(dlq, []) == []
+    for bad in ("1", [1.5], ["²"]):
+        with pytest.raises(pgq.InvalidArgument):
+            pgq.replay(dlq, bad)
 
 
 def test_rescue_archives_as_dead_without_a_dlq_and_spares_live_leases(make_queue):

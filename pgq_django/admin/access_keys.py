@@ -51,6 +51,12 @@ class AccessKeyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: AccessKey | None = None) -> bool:
+        """Only superusers delete a key: deleting erases its audit trail (who, when last
+        used, when revoked), so anyone else, whatever Django permissions they hold, may not.
+        Revoking keeps the row and is what a key's end should normally be."""
+        return bool(request.user.is_active and request.user.is_superuser)
+
     @admin.display(description="secret")
     def masked_secret(self, obj: AccessKey) -> str:
         return f"…{obj.secret_hint}"

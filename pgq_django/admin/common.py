@@ -8,7 +8,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from .. import access
@@ -54,6 +54,10 @@ def visible_queues(user: Any) -> QuerySet[Queue]:
 
 def _staff(request: HttpRequest) -> bool:
     return bool(request.user.is_active and request.user.is_staff)
+
+
+def _superuser(request: HttpRequest) -> bool:
+    return bool(request.user.is_active and request.user.is_superuser)
 
 
 def _age(seconds: float | None) -> str:
@@ -112,9 +116,48 @@ class _ManagedInline(admin.TabularInline):
         return self._manages(request, obj)
 
 
+class _ByName(forms.ModelChoiceField):
+    """A user or group typed by name instead of picked from a list of every account.
+
+    A dropdown would show every username of the site to anyone who manages one queue; a
+    name field shows only the grantees already on the object.
+    """
+
+    widget = forms.TextInput
+
+
+class GrantForm(forms.ModelForm):
+    """Grants name their user or group; see :class:`_ByName`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        user_model = self._meta.model._meta.get_field("user").related_model
+        group_model = self._meta.model._meta.get_field("group").related_model
+        username = getattr(user_model, "USERNAME_FIELD", "username")
+        self.fields["user"] = _ByName(
+            user_model._default_manager.all(),
+            to_field_name=username,
+            required=False,
+            error_messages={"invalid_choice": "There is no user with that name."},
+        )
+        self.fields["group"] = _ByName(
+            group_model._default_manager.all(),
+            to_field_name="name",
+            required=False,
+            error_messages={"invalid_choice": "There is no group with that name."},
+        )
+        # A saved grant's initial values are pks; the fields show and compare names.
+        grant = self.instance
+        if grant.pk and grant.user_id:
+            self.initial["user"] = grant.user.get_username()
+        if grant.pk and grant.group_id:
+            self.initial["group"] = grant.group.name
+
+
 class _GrantInline(_ManagedInline):
     autocomplete_fields = ()
     verbose_name = "grant"
+    form = GrantForm
 
 
 class QueueGrantInline(_GrantInline):
@@ -153,12 +196,18 @@ class BindingForm(forms.ModelForm):
         fields = ("queue", "routing_key", "filters")
 
     def clean_filters(self) -> Any:
+        from ..api import validation
         from ..routing import binding_filters
 
         try:
-            return binding_filters(self.cleaned_data.get("filters"))
+            filters = binding_filters(self.cleaned_data.get("filters"))
+            # What PostgreSQL's jsonb can hold: no NaN/Infinity, no NUL, no lone surrogate.
+            validation.mapping(filters, "filters").encode("utf-8")
         except PgqError as exc:
             raise forms.ValidationError(exc.message) from None
+        except UnicodeEncodeError:
+            raise forms.ValidationError("The filters hold a lone surrogate.") from None
+        return filters
 
 
 class ExchangeBindingInline(_ManagedInline):
@@ -173,3 +222,17 @@ class ExchangeBindingInline(_ManagedInline):
         if db_field.name == "queue":
             kwargs["queryset"] = access.queues_for(request.user, "manage")
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        """Bindings of exchanges the user manages, and bindings into queues they may see.
+
+        A publish grant lets a user send through the exchange, not learn which other users'
+        queues it feeds and with which filters.
+        """
+        found = super().get_queryset(request)
+        if _superuser(request):
+            return found
+        return found.filter(
+            Q(exchange__in=access.exchanges_for(request.user, "manage").values("pk"))
+            | Q(queue__in=visible_queues(request.user).values("pk"))
+        )

@@ -20,6 +20,7 @@ from .common import (
     ExchangeGrantInline,
     WithoutBulkDelete,
     _staff,
+    _superuser,
 )
 
 # -- exchanges --------------------------------------------------------------------------------
@@ -63,7 +64,12 @@ class ExchangeAdmin(WithoutBulkDelete, admin.ModelAdmin):
         return _staff(request) and request.user.has_perm("pgq_django.add_exchange")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return ("name", "type") if obj is not None else ()
+        fields: tuple[str, ...] = ("name", "type") if obj is not None else ()
+        if not _superuser(request):
+            # The owner holds every right; only a superuser hands that over (and a dropdown
+            # of owners would list every user of the site). A new exchange is the creator's.
+            fields += ("owner",)
+        return fields
 
     def save_model(self, request: HttpRequest, obj: Exchange, form: Any, change: bool) -> None:
         if change:

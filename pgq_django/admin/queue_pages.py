@@ -4,12 +4,12 @@ and the dashboard. A mixin of :class:`~pgq_django.admin.queues.QueueAdmin`."""
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
@@ -20,7 +20,7 @@ from django.utils import timezone
 import pgq_django as pgq
 
 from .. import access
-from ..exceptions import PgqError
+from ..exceptions import InvalidArgument, PgqError
 from ..models import (
     ArchivedMessage,
     Message,
@@ -39,6 +39,9 @@ from .errors import split_errors
 # A body is shown whole, in a box that scrolls; only one larger than this (the default
 # max_message_size is 1 MiB) is cut, and the page says by how much.
 MAX_BODY_SHOWN = 200_000
+
+# A message id as a form sends it: ASCII digits only ("²".isdigit() is true, int("²") fails).
+_MSG_ID = re.compile(r"[0-9]{1,19}")
 
 # -- queues -----------------------------------------------------------------------------------
 
@@ -60,7 +63,7 @@ class SendMessageForm(forms.Form):
     def clean_body(self) -> Any:
         text = self.cleaned_data["body"]
         try:
-            return json.loads(text)
+            return _unicode_only(json.loads(text))
         except ValueError:
             return text
 
@@ -74,7 +77,21 @@ class SendMessageForm(forms.Form):
             raise forms.ValidationError(f"Not JSON: {exc}") from None
         if not isinstance(value, dict):
             raise forms.ValidationError("Headers must be a JSON object.")
-        return value
+        return _unicode_only(value)
+
+
+def _unicode_only(value: Any) -> Any:
+    """Refuse what JSON escapes can spell but no text holds: a lone surrogate (``"\\ud800"``)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end].encode("unicode_escape").decode()
+        raise forms.ValidationError(
+            f"The JSON holds a lone surrogate ({bad}), which is not valid Unicode text."
+        ) from None
+    except ValueError:
+        pass  # NaN and friends: the API refuses those with its own message
+    return value
 
 
 if TYPE_CHECKING:
@@ -146,16 +163,17 @@ class QueuePagesMixin(_AdminBase):
         if request.method != "POST":
             return HttpResponseRedirect(back)
         op = request.POST.get("op", "")
-        right = "write" if op == "replay" else "manage"
-        if op not in ("purge", "redrive", "pause", "resume", "replay") or self._denied(
-            request, right, queue
+        # Replaying copies archived bodies (a browse) into the queue (a send).
+        rights = ("read", "write") if op == "replay" else ("manage",)
+        if op not in ("purge", "redrive", "pause", "resume", "replay") or any(
+            self._denied(request, right, queue) for right in rights
         ):
             return HttpResponseRedirect(back)
         try:
             if op == "purge":
                 note = f"Purged {pgq.purge_queue(queue.name)} messages."
             elif op == "redrive":
-                note = f"Redrove {pgq.redrive(queue.name)} messages."
+                note = f"Redrove {self._redrive(request, queue)} messages."
             elif op == "pause":
                 pgq.pause_queue(queue.name)
                 note = "Paused."
@@ -171,24 +189,31 @@ class QueuePagesMixin(_AdminBase):
         self.message_user(request, f"{queue.name}: {note}")
         return HttpResponseRedirect(back)
 
+    def _redrive(self, request: HttpRequest, queue: Queue) -> int:
+        """Redrive the dead letters whose origin the user may write to; report the rest.
+
+        The origin of each message is server-side state (see :func:`pgq_django.redrive`);
+        each one is checked for ``write``, as sending there directly would be.
+        """
+        origins = pgq.dead_letter_origins(queue.name)
+        allowed = [name for name in origins if access.may(request.user, "write", name)]
+        for name in sorted(set(origins) - set(allowed)):
+            self.message_user(
+                request,
+                f"{origins[name]} messages of {queue.name} failed on {name}, which you may not "
+                "send to: they stay in the dead-letter queue.",
+                messages.WARNING,
+            )
+        return pgq.redrive(queue.name, origins=allowed) if allowed else 0
+
     def _replay(self, queue: Queue, ids: list[str]) -> int:
         """Send copies of archived messages back into their queue; the archive keeps them."""
-        wanted = [int(i) for i in ids if i.isdigit()]
-        rows = ArchivedMessage.objects.filter(queue_id=queue.pk, msg_id__in=wanted)
-        sent = 0
-        with transaction.atomic():
-            for row in rows.order_by("msg_id"):
-                headers = {**row.headers, "pgq_replayed_from": row.msg_id}
-                pgq.send(
-                    queue.name,
-                    row.message,
-                    headers=headers,
-                    attributes=row.attributes,
-                    label=row.label,
-                    priority=row.priority,
-                )
-                sent += 1
-        return sent
+        wanted = []
+        for raw in ids:
+            if not _MSG_ID.fullmatch(raw):
+                raise InvalidArgument(f"{raw!r} is not a message id.", field="msg_id")
+            wanted.append(int(raw))
+        return len(pgq.replay(queue.name, wanted))
 
     def send_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         queue = self._queue_or_404(request, pk)

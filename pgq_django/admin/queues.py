@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -25,15 +26,44 @@ from .common import (
     _age,
     _page,
     _staff,
+    _superuser,
     visible_queues,
 )
 
 # -- queues -----------------------------------------------------------------------------------
 from .queue_pages import QueuePagesMixin
 
+# Settings only a superuser may set: the owner decides who holds every right, and the
+# callback is code every worker imports and runs.
+_SUPERUSER_FIELDS = ("owner", "callback")
+
+
+class QueueForm(forms.ModelForm):
+    """The queue settings form: it accepts exactly what the API accepts.
+
+    Every setting goes through :func:`pgq_django.validate_queue_settings`, the rule behind
+    create_queue/alter_queue, so a value out of range is a form error on its field, not an
+    error at save time.
+    """
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        given = {f: cleaned[f] for f in _QUEUE_API_FIELDS if f in cleaned}
+        dlq = given.get("dead_letter_queue")
+        if dlq is not None and self.instance.pk is not None and dlq.pk == self.instance.pk:
+            self.add_error("dead_letter_queue", "A queue cannot be its own dead-letter queue.")
+            return cleaned
+        try:
+            pgq.validate_queue_settings(**given)
+        except PgqError as exc:
+            field = exc.details.get("field")
+            self.add_error(field if field in self.fields else None, exc.message)
+        return cleaned
+
 
 @admin.register(Queue)
 class QueueAdmin(QueuePagesMixin, WithoutBulkDelete, admin.ModelAdmin):
+    form = QueueForm
     list_display = (
         "name",
         "depth",
@@ -103,7 +133,28 @@ class QueueAdmin(QueuePagesMixin, WithoutBulkDelete, admin.ModelAdmin):
         return _staff(request) and request.user.has_perm("pgq_django.add_queue")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return ("name", "paused") if obj is not None else ("paused",)
+        fields: tuple[str, ...] = ("name", "paused") if obj is not None else ("paused",)
+        if not _superuser(request):
+            fields += _SUPERUSER_FIELDS
+        return fields
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kw: Any
+    ) -> Any:
+        """Offer as dead-letter queue only queues the user may send to.
+
+        Dead-lettering sends the failed message there, so it needs ``write`` on that queue,
+        as sending directly would; the queue's current one stays selectable.
+        """
+        form = super().get_form(request, obj, change=change, **kw)
+        field = form.base_fields.get("dead_letter_queue")
+        if isinstance(field, forms.ModelChoiceField):
+            allowed = Q(pk__in=access.queues_for(request.user, "write").values("pk"))
+            if obj is not None and obj.dead_letter_queue_id is not None:
+                allowed |= Q(pk=obj.dead_letter_queue_id)
+            choices = Queue.objects.filter(allowed)
+            field.queryset = choices.exclude(pk=obj.pk) if obj is not None else choices
+        return form
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Queue]:
         return visible_queues(request.user).select_related("dead_letter_queue")
@@ -189,7 +240,7 @@ class QueueAdmin(QueuePagesMixin, WithoutBulkDelete, admin.ModelAdmin):
     @admin.action(description="Redrive dead letters back to their queues")
     def redrive_selected(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
         for queue in self._each_managed(request, queryset, "redrive"):
-            count = pgq.redrive(queue.name)  # looked up at call time
+            count = self._redrive(request, queue)
             self.message_user(request, f"Redrove {count} messages from {queue.name}.")
 
     @admin.action(description="Pause the selected queues")

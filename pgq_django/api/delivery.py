@@ -7,6 +7,8 @@ These sit beside :mod:`.messages`: each validates its arguments, runs one named 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,6 +19,9 @@ from ..exceptions import InvalidArgument, QueueNotFound
 from ..models import Outcome
 from . import validation as v
 from .messages import _missing, _ref
+
+# A NUL character in JSON text: ``\u0000`` not itself escaped (``\\u0000`` is text).
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 # Outcomes a live message can have in a Result, beside the archive's outcomes.
 PENDING = "pending"
@@ -105,48 +110,114 @@ def cancel_requested(msg_id: Any) -> bool:
     return bool(row and row[0])
 
 
-def redrive(dead_letter_queue: Any, *, to: Any = None, limit: int | None = None) -> int:
-    """Move messages from a dead-letter queue back to where they failed (or to ``to``).
+def redrive(
+    dead_letter_queue: Any, *, to: Any = None, limit: int | None = None, origins: Any = None
+) -> int:
+    """Move messages from a dead-letter queue back to the queue they failed on (or to ``to``).
 
     Oldest first, at most ``limit``. Each gets a fresh start (read_ct 0, visible now, expiry
     renewed from the destination's retention); its dead-letter history moves to
-    ``headers["pgq_redriven"]``. Messages whose original queue no longer exists stay put.
-    Returns how many moved.
+    ``headers["pgq_redriven"]``. Where a message failed is recorded server-side when it is
+    dead-lettered, never read from a header (a sender could write one). Messages whose
+    original queue no longer exists, and messages sent to the dead-letter queue directly,
+    stay put unless ``to`` is given. ``origins`` (queue names) moves only the messages that
+    failed on one of those queues: a caller acting for a user passes the ones the user may
+    write to (see :func:`dead_letter_origins`). Returns how many moved.
     """
     name = v.name(dead_letter_queue)
     dest = None if to is None else v.name(to)
     count = v.integer(limit, "limit", minimum=1, maximum=2**31 - 1, allow_none=True)
+    only = None
+    if origins is not None:
+        if isinstance(origins, str) or not isinstance(origins, Iterable):
+            raise InvalidArgument("origins must be a list of queue names.", field="origins")
+        only = [v.name(o) for o in origins]
     if dest is not None:
         from .queues import get_queue
 
         get_queue(dest)
     row = sql.run(
         sql.REDRIVE,
-        {"dlq": name, "to": dest, "limit": count, "channel": settings.NOTIFY_CHANNEL},
+        {
+            "dlq": name,
+            "to": dest,
+            "origins": only,
+            "limit": count,
+            "channel": settings.NOTIFY_CHANNEL,
+        },
     )
     if row is None or row[0] is None:
         raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name)
     return int(row[1])
 
 
+def dead_letter_origins(dead_letter_queue: Any) -> dict[str, int]:
+    """Where :func:`redrive` would send a dead-letter queue's messages: queue name -> count.
+
+    Only queues that still exist are listed; messages without a recorded origin are not
+    counted. Raises QueueNotFound for an unknown dead-letter queue.
+    """
+    from .queues import get_queue
+
+    queue = get_queue(dead_letter_queue)
+    return {name: int(n) for name, n in sql.run_all(sql.DEAD_LETTER_ORIGINS, {"dlq": queue.name})}
+
+
+def replay(queue: Any, msg_ids: Any, *, to: Any = None) -> list[int]:
+    """Send copies of archived messages of ``queue`` to ``to`` (by default back to ``queue``).
+
+    The archive keeps the originals. A copy has the original's body, attributes, label and
+    priority, its headers without the reserved ``pgq_*`` keys, and
+    ``headers["pgq_replayed_from"]`` = the original's msg_id. Ids not in the queue's archive
+    are skipped. All copies are sent in one transaction; returns their new ids, in the
+    originals' order.
+    """
+    from django.db import transaction
+
+    from ..models import ArchivedMessage
+    from .messages import _send_batch
+    from .queues import get_queue
+
+    if isinstance(msg_ids, int):
+        msg_ids = [msg_ids]
+    if isinstance(msg_ids, str | bytes) or not isinstance(msg_ids, Iterable):
+        raise InvalidArgument("msg_ids must be a list of message ids.", field="msg_ids")
+    ids = [v.integer(i, "msg_id", minimum=1, maximum=2**63 - 1) for i in msg_ids]
+    source = get_queue(queue)
+    dest = source if to is None else get_queue(to)
+    db = settings.DATABASE
+    rows = ArchivedMessage.objects.using(db).filter(queue_id=source.pk, msg_id__in=ids)
+    sent: list[int] = []
+    with transaction.atomic(using=db):
+        for row in rows.order_by("msg_id"):
+            headers = {
+                k: val
+                for k, val in (row.headers or {}).items()
+                if not k.lower().startswith(v.RESERVED_HEADER_PREFIX)
+            }
+            headers["pgq_replayed_from"] = row.msg_id
+            sent += _send_batch(
+                dest.name,
+                [row.message],
+                headers=headers,
+                attributes=row.attributes,
+                label=row.label,
+                priority=row.priority,
+            )
+    return sent
+
+
 def register_callback(queue: Any, callback: str) -> Any:
     """Set the dotted path of the function workers call for each message (pgpro).
 
-    A handler registered with ``@pgq.handler`` for the same queue takes precedence.
+    The path must import and name something callable (checked here, in this process). A
+    handler registered with ``@pgq.handler`` for the same queue takes precedence.
     """
-    from django.utils.module_loading import import_string
-
     from .queues import alter_queue
 
     path = v.text(callback, "callback", allow_none=False, max_length=255)
-    try:
-        target = import_string(path)
-    except ImportError as exc:
-        raise InvalidArgument(
-            f"callback {path!r} cannot be imported: {exc}.", field="callback"
-        ) from None
-    if not callable(target):
-        raise InvalidArgument(f"callback {path!r} is not callable.", field="callback")
+    if not path:
+        raise InvalidArgument("callback must be the dotted path of a function.", field="callback")
     return alter_queue(queue, callback=path)
 
 
@@ -182,8 +253,10 @@ def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
     """Acknowledge a message and record what its handler produced.
 
     Like :func:`pgq_django.delete` (a receipt fences out a consumer whose lease was taken
-    over), and on a queue with ``archive_on_ack`` the archived copy keeps ``result`` (any
-    JSON-serialisable value) for :func:`result` and the tasks backend to read.
+    over), and on a queue with ``archive_on_ack`` the archived copy keeps ``result`` for
+    :func:`result` and the tasks backend to read. A result PostgreSQL cannot store (not
+    JSON, NaN or Infinity, a NUL character, a lone surrogate) raises InvalidArgument with
+    ``details["field"] == "result"`` before anything changes.
     """
     from django.core.serializers.json import DjangoJSONEncoder
 
@@ -193,11 +266,17 @@ def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
     encoded = None
     if result is not None:
         try:
-            encoded = json.dumps(result, cls=DjangoJSONEncoder)
-        except (TypeError, ValueError) as exc:
+            encoded = json.dumps(result, cls=DjangoJSONEncoder, allow_nan=False)
+            # What jsonb refuses although JSON allows it: NUL and lone surrogates.
+            json.dumps(result, cls=DjangoJSONEncoder, ensure_ascii=False).encode("utf-8")
+        except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
             raise InvalidArgument(
-                f"result is not JSON-serialisable: {exc}.", field="result"
+                f"result cannot be stored as JSON: {exc}.", field="result"
             ) from None
+        if _ESCAPED_NUL.search(encoded):
+            raise InvalidArgument(
+                "result cannot be stored as JSON: it holds a NUL character.", field="result"
+            )
     queue_id, deleted = Message.objects.db_manager(settings.DATABASE).ack(
         name, [_ref(msg_id)], result=encoded
     )
@@ -243,6 +322,26 @@ def archive_cancelled(queue: Any, msg_id: Any) -> bool:
     name = v.name(queue)
     queue_id, moved = Message.objects.db_manager(settings.DATABASE).archive(
         name, [_ref(msg_id)], outcome=Outcome.CANCELLED
+    )
+    if queue_id is None:
+        raise _missing(name)
+    return bool(moved)
+
+
+def reject(queue: Any, msg_id: Any, *, error: str) -> bool:
+    """Fail a message for good: archived as ``dead`` with ``error``, never retried.
+
+    Unlike :func:`pgq_django.nack` this skips the remaining retries and the dead-letter
+    queue: it is for messages that can never succeed (the worker calls it when a handler
+    raises :class:`~pgq_django.RejectMessage`). False for an unknown message or a receipt
+    whose lease was taken over.
+    """
+    from ..models import Message
+
+    name = v.name(queue)
+    text = v.text(error, "error", allow_none=False, max_length=100_000)
+    queue_id, moved = Message.objects.db_manager(settings.DATABASE).archive(
+        name, [_ref(msg_id)], outcome=Outcome.DEAD, error=text
     )
     if queue_id is None:
         raise _missing(name)

@@ -149,11 +149,13 @@ def publish(
     """Send a copy of ``message`` to every queue the exchange routes it to; returns the ids.
 
     Accepts :func:`pgq_django.send`'s options (headers, attributes, priority, delay …),
-    applied to every copy. No matching binding is not an error: the answer is ``[]``. A body
-    larger than any matched queue accepts raises MessageTooLarge and sends nothing.
+    applied to every copy; header keys starting with ``pgq_`` are reserved and refused. No
+    matching binding is not an error: the answer is ``[]``. A body larger than any matched
+    queue accepts raises MessageTooLarge and sends nothing.
     """
     name = v.name(exchange, kind="exchange")
     key = routing.routing_key(routing_key)
+    v.unreserved_headers(send_options.get("headers"))
     opts = _send_options(**send_options)
     body = v.body(message, send_options.get("headers"))
     size = len(body.encode())

@@ -75,7 +75,16 @@ def send(queue: Any, message: Any, **options: Any) -> int:
 
 
 def send_batch(queue: Any, messages: Iterable[Any], **options: Any) -> list[int]:
-    """Put several messages on a queue in one round trip; ids come back in input order."""
+    """Put several messages on a queue in one round trip; ids come back in input order.
+
+    Header keys starting with ``pgq_`` are reserved for the server and refused.
+    """
+    v.unreserved_headers(options.get("headers"))
+    return _send_batch(queue, messages, **options)
+
+
+def _send_batch(queue: Any, messages: Iterable[Any], **options: Any) -> list[int]:
+    """:func:`send_batch` for the API's own records (replays): reserved headers allowed."""
     name = v.name(queue)
     opts = _send_options(**options)
     raw = options.get("headers")

@@ -51,12 +51,40 @@ def _queue_fields(options: dict[str, Any]) -> dict[str, Any]:
         elif key == "concurrency_limit":
             out[key] = v.integer(value, key, minimum=1, allow_none=True)
         elif key == "callback":
-            out[key] = v.text(value or "", key, max_length=255)
+            out[key] = _callback(value)
         elif key == "owner":
             out[key] = value
         else:
             raise InvalidArgument(f"{key!r} is not a queue setting.", field=key)
     return out
+
+
+def validate_queue_settings(**options: Any) -> dict[str, Any]:
+    """Check queue settings as create_queue/alter_queue would, changing nothing.
+
+    The one queue-settings rule: the admin's queue form calls this so that it accepts exactly
+    what the API accepts. Returns the normalised values; raises a PgqError whose
+    ``details["field"]`` names the offending setting.
+    """
+    return _queue_fields(options)
+
+
+def _callback(value: Any) -> str:
+    """A queue callback: empty, or the dotted path of something callable that imports here."""
+    from django.utils.module_loading import import_string
+
+    path = v.text(value or "", "callback", max_length=255)
+    if not path:
+        return ""
+    try:
+        target = import_string(path)
+    except Exception as exc:  # ImportError, or whatever the module raised on import
+        raise InvalidArgument(
+            f"callback {path!r} cannot be imported: {exc}.", field="callback"
+        ) from None
+    if not callable(target):
+        raise InvalidArgument(f"callback {path!r} is not callable.", field="callback")
+    return path
 
 
 def get_queue(queue: Any) -> Queue:

@@ -20,6 +20,8 @@ _NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
 INT32_MAX = 2**31 - 1
 MAX_QTY = 10_000
 XML_CONTENT_TYPES = ("application/xml", "text/xml")
+# Header keys the server writes (pgq_dead_letter, pgq_redriven, pgq_replayed_from, ...).
+RESERVED_HEADER_PREFIX = "pgq_"
 
 
 def name(value: Any, *, kind: str = "queue") -> str:
@@ -105,6 +107,26 @@ def mapping(value: Any, what: str) -> str:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise InvalidMessage(f"The {what} must be a JSON object with string keys.")
     return _dumps(value, what)
+
+
+def unreserved_headers(value: Any) -> Any:
+    """Refuse header keys starting with ``pgq_`` (any case): only the server writes those.
+
+    They record what the server did to a message (its dead-letter history, a redrive, a
+    replay), and readers trust them for that; a sender must not be able to forge them.
+    Returns ``value`` unchanged; the type checks are :func:`mapping`'s.
+    """
+    if isinstance(value, dict):
+        reserved = sorted(
+            k for k in value if isinstance(k, str) and k.lower().startswith(RESERVED_HEADER_PREFIX)
+        )
+        if reserved:
+            raise InvalidMessage(
+                f"Header keys starting with {RESERVED_HEADER_PREFIX!r} are reserved for "
+                f"pgq_django's own records; rename {', '.join(map(repr, reserved))}.",
+                headers=reserved,
+            )
+    return value
 
 
 def body(message: Any, headers: dict[str, Any] | None) -> str:

@@ -57,6 +57,20 @@ class MessageFields(models.Model):
 class Message(MessageFields):
     """A message still in its queue: pending, delayed, or leased until ``vt``."""
 
+    # The queue a dead-lettered message failed on, set only by the dead-letter statements:
+    # redrive's destination comes from here, never from a header a sender could write.
+    # Not among MESSAGE_COLUMNS (the archive has no such column), so the hot-path statements
+    # leave it out and it loads on first access.
+    dead_letter_origin = models.ForeignKey(
+        Queue,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
+
     objects = MessageManager()
 
     class Meta:

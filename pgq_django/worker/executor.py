@@ -22,6 +22,7 @@ from django.db import transaction
 import pgq_django as pgq
 
 from ..conf import settings
+from ..exceptions import InvalidArgument, RejectMessage
 from .registry import Handler
 
 logger = logging.getLogger("pgq_django.worker")
@@ -58,6 +59,28 @@ def call_handler(entry: Handler, message: Any) -> Any:
     return entry.func(message)
 
 
+def _complete(queue: str, message: Any, value: Any) -> bool:
+    """Acknowledge with the handler's return value, or with a note when it cannot be stored.
+
+    The handler has succeeded by now: a return value PostgreSQL cannot hold (NaN, a NUL
+    character, an object that is not JSON) must not fail the message, or its work would be
+    rolled back and run again. The archived result then says why the value is missing.
+    """
+    try:
+        return pgq.complete(queue, message.receipt, result=value)
+    except InvalidArgument as exc:
+        if exc.details.get("field") != "result":
+            raise
+        logger.warning(
+            "event=result_not_stored queue=%s msg_id=%s error=%r",
+            queue,
+            message.msg_id,
+            exc.message,
+        )
+        note = {"unstorable_result": exc.message, "type": type(value).__qualname__}
+        return pgq.complete(queue, message.receipt, result=note)
+
+
 def execute(entry: Handler, message: Any) -> Outcome:
     """Handle one message; never raises for a handler's failure (a worker survives it)."""
     queue = entry.queue
@@ -71,17 +94,19 @@ def execute(entry: Handler, message: Any) -> Outcome:
         if entry.atomic:
             with transaction.atomic(using=settings.DATABASE):
                 value = call_handler(entry, message)
-                if not pgq.complete(queue, receipt, result=value):
+                if not _complete(queue, message, value):
                     raise LeaseLost(f"message {message.msg_id} was leased again meanwhile")
         else:
             value = call_handler(entry, message)
-            if not pgq.complete(queue, receipt, result=value):
+            if not _complete(queue, message, value):
                 raise LeaseLost(f"message {message.msg_id} was leased again meanwhile")
     except LeaseLost:
         logger.warning(
             "event=lease_lost queue=%s msg_id=%s read_ct=%s", queue, message.msg_id, message.read_ct
         )
         return Outcome.LEASE_LOST
+    except RejectMessage as exc:
+        return _reject(queue, message, exc)
     except Exception as exc:
         error = describe_error(exc)
         logger.warning(
@@ -105,3 +130,22 @@ def execute(entry: Handler, message: Any) -> Outcome:
         (time.monotonic() - started) * 1000,
     )
     return Outcome.ACKED
+
+
+def _reject(queue: str, message: Any, exc: RejectMessage) -> Outcome:
+    """A handler refused its message for good: archive it as dead now, with the reason."""
+    reason = exc.message.replace("\x00", "\\x00")[:MAX_ERROR_LENGTH]
+    error = f"{type(exc).__module__}.{type(exc).__qualname__}: {reason}"
+    logger.warning(
+        "event=message_rejected queue=%s msg_id=%s read_ct=%s error=%r",
+        queue,
+        message.msg_id,
+        message.read_ct,
+        reason,
+    )
+    try:
+        pgq.reject(queue, message.receipt, error=error)
+    except Exception:
+        # The lease will expire and the message come back, to be rejected again.
+        logger.exception("event=reject_failed queue=%s msg_id=%s", queue, message.msg_id)
+    return Outcome.FAILED
