@@ -259,10 +259,12 @@ class Hub:
         """Close the listening connection as if the network had dropped it (tests use this)."""
         conn = self._conn
         if conn is not None:
-            with contextlib.suppress(Exception):
-                # Terminate the backend from the server side so the socket really breaks.
-                with psycopg.connect(**self._params, autocommit=True) as killer:
-                    killer.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
+            # Terminate the backend from the server side so the socket really breaks.
+            with (
+                contextlib.suppress(Exception),
+                psycopg.connect(**self._params, autocommit=True) as killer,
+            ):
+                killer.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
 
     def close(self) -> None:
         """Stop the thread, close the connection and wake every waiter to re-check."""
@@ -313,7 +315,9 @@ def interest(queues: str | Iterable[str], alias: str | None = None) -> Iterator[
 
 
 @contextlib.asynccontextmanager
-async def ainterest(queues: str | Iterable[str], alias: str | None = None) -> AsyncIterator[Interest]:
+async def ainterest(
+    queues: str | Iterable[str], alias: str | None = None
+) -> AsyncIterator[Interest]:
     """The asyncio form of :func:`interest`: waiting holds no thread and no connection."""
     names = frozenset([queues] if isinstance(queues, str) else queues)
     current = hub(alias)
