@@ -228,8 +228,9 @@ class Hub:
     def _read_until_lost(self, conn: psycopg.Connection[Any]) -> None:
         last_check = time.monotonic()
         while not self._stop.is_set():
-            readable, _, _ = select.select([conn.fileno(), self._wake_r], [], [], 1.0)
-            if self._wake_r in readable:
+            wake_fd = self._wake_r.fileno()
+            readable, _, _ = select.select([conn.fileno(), wake_fd], [], [], 1.0)
+            if wake_fd in readable:
                 with contextlib.suppress(BlockingIOError):
                     self._wake_r.recv(4096)
             if conn.fileno() in readable:
