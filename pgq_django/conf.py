@@ -56,7 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "REST_POLL_INTERVAL": 2.0,
     # Who may scrape /metrics: a DRF permission class as a dotted path. The default admits
     # staff users and, when METRICS_TOKEN is set, requests bearing that token.
-    "METRICS_PERMISSION": "pgq_django.metrics.CanScrapeMetrics",
+    "METRICS_PERMISSION": "pgq_django.prometheus.CanScrapeMetrics",
     "METRICS_TOKEN": None,
     # Worker threads of pgq_django.asgi.get_asgi_application(): every request's synchronous
     # work (and its database connection) runs on one of them, however many requests wait.

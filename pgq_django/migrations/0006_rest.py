@@ -19,7 +19,9 @@ class Migration(migrations.Migration):
                 max_length=85,
                 null=True,
                 unique=True,
-                validators=[django.core.validators.RegexValidator("^[A-Za-z0-9_-]{1,80}(\\.fifo)?$")],
+                validators=[
+                    django.core.validators.RegexValidator("^[A-Za-z0-9_-]{1,80}(\\.fifo)?$")
+                ],
             ),
         ),
     ]

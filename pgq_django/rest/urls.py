@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from ..metrics import MetricsView
+from ..prometheus import MetricsView
 from .docs import SchemaView, SwaggerView
 from .views.messages import AckBatchView, AckView, MessagesSlashView, MessagesView, NackView
 from .views.queues import (

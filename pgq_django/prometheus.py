@@ -1,5 +1,8 @@
 """Prometheus exposition of every queue's numbers: ``GET /metrics``.
 
+(The module is not called ``metrics``: importing ``pgq_django.metrics`` would replace the
+public function ``pgq_django.metrics`` with the module.)
+
 :class:`QueueCollector` is a prometheus-client custom collector: each scrape calls
 :func:`pgq_django.metrics_all` once — one query however many queues exist — and turns each
 :class:`~pgq_django.api.stats.QueueMetrics` into labelled samples. Nothing is kept between
