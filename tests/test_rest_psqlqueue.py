@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pgq_django as pgq
-from tests.rest_server import admin_api, client_for, live_url, make_user  # noqa: F401
 
 JSON = {"Content-Type": "application/json"}
 
