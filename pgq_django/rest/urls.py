@@ -6,10 +6,11 @@ Also serves the OpenAPI schema (``/v1/schema``), Swagger UI with locally served 
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 
 from ..prometheus import MetricsView
 from .docs import SchemaView, SwaggerView
+from .views.base import UnknownPathView
 from .views.messages import AckBatchView, AckView, MessagesSlashView, MessagesView, NackView
 from .views.queues import (
     QueueCleanupView,
@@ -52,4 +53,5 @@ urlpatterns = [
     path("v1/schema", SchemaView.as_view(), name="schema"),
     path("v1/docs", SwaggerView.as_view(url_name="pgq_rest:schema"), name="docs"),
     path("metrics", MetricsView.as_view(), name="metrics"),
+    re_path(r"^v1/", UnknownPathView.as_view(), name="unknown"),
 ]

@@ -96,3 +96,20 @@ class AsyncPgqView(PgqView):
 
 def no_content() -> Response:
     return Response(status=204)
+
+
+class UnknownPathView(PgqView):
+    """Any other path under /v1/: a JSON 404 instead of the project's HTML page."""
+
+    schema = None
+    permission_classes: list[Any] = []
+    authentication_classes: list[Any] = []
+
+    def get_authenticators(self) -> list[Any]:
+        return []
+
+    def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
+        from ..exceptions import NotFound
+
+        super().initial(request, *args, **kwargs)
+        raise NotFound(f"There is no endpoint at {request.path}.", path=request.path)
