@@ -109,7 +109,7 @@ def test_the_owner_manages_and_a_staff_user_with_add_permission_creates(setup, c
 
 
 def test_publishing_needs_the_publish_grant(setup, client_for, make_user):
-    owner, reader, stranger = setup
+    owner, _, stranger = setup
     pgq.create_exchange("x_events", owner=owner)
     pgq.bind_queue("q_mine", "x_events")
     refused = client_for(stranger).post("/v1/topics/x_events/messages", json={"body": 1})
