@@ -22,6 +22,8 @@ import requests
 from tests.conftest import ROOT, subprocess_env
 
 PASSWORD = "pw-" + uuid.uuid4().hex[:8]
+# libpq's application_name of the server's connections, so teardown can wait for them.
+SERVER_APP_NAME = "pgq-test-server"
 
 
 def start_uvicorn(app: str = "tests.asgi:application", **env: str) -> tuple[Any, str, Any]:
@@ -50,7 +52,7 @@ def start_uvicorn(app: str = "tests.asgi:application", **env: str) -> tuple[Any,
         ],
         pass_fds=[sock.fileno()],
         cwd=ROOT,
-        env=subprocess_env(**env),
+        env=subprocess_env(PGAPPNAME=SERVER_APP_NAME, **env),
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -78,11 +80,30 @@ def stop(proc: Any, sock: Any) -> None:
     sock.close()
 
 
+def wait_for_server_connections_to_close(timeout: float = 20.0) -> None:
+    """PostgreSQL ends a backend shortly after its client goes; the test database can be
+    dropped only once the server's backends are gone."""
+    from django.db import connection
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                [SERVER_APP_NAME],
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="session")
 def live_url(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
     proc, base, sock = start_uvicorn()
     yield base
     stop(proc, sock)
+    with django_db_blocker.unblock():
+        wait_for_server_connections_to_close()
 
 
 @pytest.fixture
