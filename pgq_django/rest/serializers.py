@@ -24,7 +24,10 @@ from rest_framework import serializers
 # Strict fields
 
 
-@extend_schema_field(OpenApiTypes.NUMBER)
+NAME_SCHEMA = {"type": "string", "pattern": r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$"}
+
+
+@extend_schema_field({"type": "number", "minimum": 0, "maximum": 3153600000})
 class Seconds(serializers.Field):
     """A JSON number of seconds (int or float, finite); shown as an int when whole."""
 
@@ -70,6 +73,19 @@ class StrictText(serializers.Field):
         return value
 
 
+@extend_schema_field(NAME_SCHEMA)
+class Name(serializers.Field):
+    """A queue, topic or subscription name (checked by the API; typed here)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Expected a string.")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 @extend_schema_field({"type": "object", "additionalProperties": True})
 class JSONObject(serializers.Field):
     def to_internal_value(self, data: Any) -> dict[str, Any]:
@@ -95,6 +111,16 @@ class AnyJSON(serializers.Field):
 
     def to_representation(self, value: Any) -> Any:
         return value
+
+
+@extend_schema_field({"type": "string", "enum": ["none", "linear", "exponential"]})
+class Backoff(StrictText):
+    pass
+
+
+@extend_schema_field({"type": "string", "enum": ["fanout", "direct", "topic", "headers"]})
+class ExchangeKind(StrictText):
+    pass
 
 
 class Strict(serializers.Serializer):
@@ -124,17 +150,15 @@ class QueueUpdateIn(Strict):
     delivery_delay_seconds = _opt(Seconds, help_text="Delay before a new message is visible.")
     max_retries = _opt(StrictInt, help_text="Deliveries before a message is dead-lettered.")
     retry_delay = _opt(Seconds, help_text="Base delay before a nacked message comes back.")
-    backoff = _opt(StrictText, help_text="none, linear or exponential.")
-    dead_letter_queue = _opt(
-        StrictText, allow_null=True, help_text="Queue for messages out of retries."
-    )
+    backoff = _opt(Backoff, help_text="none, linear or exponential.")
+    dead_letter_queue = _opt(Name, allow_null=True, help_text="Queue for messages out of retries.")
     max_message_size = _opt(StrictInt, help_text="Largest body in bytes.")
     max_length = _opt(StrictInt, allow_null=True, help_text="Most messages the queue holds.")
     archive_on_ack = _opt(StrictBool, help_text="Keep acked messages in the archive.")
 
 
 class QueueCreateIn(QueueUpdateIn):
-    id = StrictText(help_text="The queue's name.")
+    id = Name(help_text="The queue's name.")
     fifo = _opt(StrictBool, help_text="Strict order per message group (also: a .fifo name).")
 
 
@@ -177,14 +201,14 @@ class AckBatchIn(Strict):
 
 
 class TopicIn(Strict):
-    id = StrictText(help_text="The topic's (exchange's) name.")
-    type = _opt(StrictText, help_text="fanout (default), direct, topic or headers.")
+    id = Name(help_text="The topic's (exchange's) name.")
+    type = _opt(ExchangeKind, help_text="fanout (default), direct, topic or headers.")
 
 
 class SubscriptionIn(Strict):
-    id = StrictText(help_text="The subscription's id.")
-    topic_id = StrictText()
-    queue_id = StrictText()
+    id = Name(help_text="The subscription's id.")
+    topic_id = Name()
+    queue_id = Name()
     message_filters = _opt(MessageFilters, allow_null=True)
     routing_key = _opt(StrictText, allow_null=True)
 

@@ -104,17 +104,22 @@ class MessagesView(AsyncPgqView):
     @extend_schema(
         operation_id="messages_consume",
         parameters=[
-            OpenApiParameter("limit", OpenApiTypes.INT, description="Most messages (10)."),
+            OpenApiParameter(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": 1000},
+                description="Most messages (10; at most PGQ['REST_MAX_LIMIT']).",
+            ),
             OpenApiParameter("label", OpenApiTypes.STR, description="Only with this label."),
             OpenApiParameter(
                 "visibility_timeout_seconds",
-                OpenApiTypes.NUMBER,
+                {"type": "number", "minimum": 0, "maximum": 43200},
                 description="Lease length; the queue's ack deadline by default.",
             ),
             OpenApiParameter(
                 "wait_seconds",
-                OpenApiTypes.NUMBER,
-                description="Long-poll: wait this long for a message when none is ready.",
+                {"type": "number", "minimum": 0, "maximum": 20},
+                description="Long-poll: wait this long for a message when none is ready "
+                "(at most PGQ['REST_MAX_WAIT_SECONDS']).",
             ),
         ],
         responses={200: s.ConsumeOut, **ERRORS},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -16,6 +16,10 @@ from .base import PgqView, no_content
 from .params import page
 
 ANY_RIGHT = ("read", "write", "manage")
+PAGE = [
+    OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
+    OpenApiParameter("offset", {"type": "integer", "minimum": 0}),
+]
 ERRORS = {code: s.ErrorOut for code in (400, 401, 403, 404, 409, 413)}
 
 # REST field -> create_queue()/alter_queue() argument.
@@ -44,7 +48,9 @@ def _queue_options(user: Any, data: dict[str, Any]) -> dict[str, Any]:
 
 
 class QueueListView(PgqView):
-    @extend_schema(operation_id="queues_list", responses={200: s.QueueListOut, **ERRORS})
+    @extend_schema(
+        operation_id="queues_list", parameters=PAGE, responses={200: s.QueueListOut, **ERRORS}
+    )
     def get(self, request: Request) -> Response:
         limit, offset = page(request)
         queues = visible_queues(request.user).select_related("dead_letter_queue")

@@ -23,11 +23,13 @@ from ..permissions import (
 )
 from .base import PgqView, no_content
 from .params import page
-from .queues import ANY_RIGHT, ERRORS
+from .queues import ANY_RIGHT, ERRORS, PAGE
 
 
 class TopicListView(PgqView):
-    @extend_schema(operation_id="topics_list", responses={200: s.TopicListOut, **ERRORS})
+    @extend_schema(
+        operation_id="topics_list", parameters=PAGE, responses={200: s.TopicListOut, **ERRORS}
+    )
     def get(self, request: Request) -> Response:
         limit, offset = page(request)
         rows = list(visible_exchanges(request.user)[offset : offset + limit])
@@ -75,7 +77,9 @@ class TopicMessagesView(PgqView):
 
 class SubscriptionListView(PgqView):
     @extend_schema(
-        operation_id="subscriptions_list", responses={200: s.SubscriptionListOut, **ERRORS}
+        operation_id="subscriptions_list",
+        parameters=PAGE,
+        responses={200: s.SubscriptionListOut, **ERRORS},
     )
     def get(self, request: Request) -> Response:
         limit, offset = page(request)
