@@ -30,6 +30,9 @@ def start_uvicorn(app: str = "tests.asgi:application", **env: str) -> tuple[Any,
     """(process, base URL, listening socket) of a uvicorn child on 127.0.0.1:<ephemeral>."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # uvicorn treats an inherited socket (--fd) as a Unix one and leaves Nagle on; accepted
+    # sockets inherit TCP_NODELAY from the listener.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(4096)
     sock.set_inheritable(True)
