@@ -12,7 +12,7 @@ session with DRF token authentication, both on 127.0.0.1):
   server's resident memory before, while they wait and after, and the delay from each send to
   the woken consumer's answer.
 
-Goals (printed, never asserted): batch paths within 3× of the Python API, p50 of a single
+Goals (printed, never asserted): batch paths within 3x of the Python API, p50 of a single
 send under 5 ms. Run: ``python -m bench.rest`` (``--quick`` for a smoke run).
 """
 
@@ -143,7 +143,7 @@ def _throughput_cases(http: Any, rounds: int, n_single: int) -> list[list[Any]]:
 
 def _row(case: str, rest: list[float], py: list[float]) -> list[Any]:
     r, p = common.median(rest) * 1000, common.median(py) * 1000
-    return [case, f"{r:.2f}", f"{p:.2f}", f"{r / p:.2f}×"]
+    return [case, f"{r:.2f}", f"{p:.2f}", f"{r / p:.2f}x"]
 
 
 def _metrics_case(http: Any, n_queues: int, rounds: int) -> list[Any]:
