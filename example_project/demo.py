@@ -3,7 +3,7 @@
 
 Steps: start the embedded PostgreSQL in ``.pgdata/demo`` (or use ``DATABASE_URL``), migrate,
 create the demo login and print it, seed the demo queues and traffic, then serve the example
-project with ``runserver`` on 127.0.0.1:$PORT (8000 by default) and, when the
+project with uvicorn (``runserver`` without it) on 127.0.0.1:$PORT (8000 by default) and, when the
 ``pgq_worker`` command exists, a worker process beside it. Ctrl-C or SIGTERM stops the
 children, and the embedded server stops when this script exits.
 
@@ -113,12 +113,39 @@ def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
+def start_server(port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """uvicorn serving example_project/asgi.py when installed (REST long-polls wait as
+    coroutines there), else ``runserver``."""
+    import importlib.util
+
+    if importlib.util.find_spec("uvicorn") is None:
+        return start(["runserver", "--noreload", f"127.0.0.1:{port}"], env)
+    say("serving with uvicorn (example_project/asgi.py)")
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "example_project.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--lifespan",
+            "off",
+        ],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+    )
+
+
 def wait_until_serving(url: str, server: subprocess.Popen[bytes]) -> tuple[int, str]:
     """Poll ``url`` until it answers; (status, body). Raises if the server dies first."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while True:
         if server.poll() is not None:
-            raise RuntimeError(f"runserver exited with code {server.returncode}")
+            raise RuntimeError(f"the web server exited with code {server.returncode}")
         try:
             with urllib.request.urlopen(url, timeout=5) as response:
                 return response.status, response.read().decode("utf-8", "replace")
@@ -167,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
 
         base = f"http://127.0.0.1:{port}"
-        server = start(["runserver", "--noreload", f"127.0.0.1:{port}"], env)
+        server = start_server(port, env)
         children.append(server)
         if has_command("pgq_worker"):
             children.append(start(["pgq_worker"], env))

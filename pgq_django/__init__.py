@@ -46,6 +46,11 @@ _EXPORTS: dict[str, str] = {
     "unbind_queue": "api.exchanges",
     "list_bindings": "api.exchanges",
     "publish": "api.exchanges",
+    # subscriptions: named bindings (psqlqueue)
+    "subscribe": "api.subscriptions",
+    "get_subscription": "api.subscriptions",
+    "unsubscribe": "api.subscriptions",
+    "subscription_id": "api.subscriptions",
     # grants
     "grant_queue_access": "api.grants",
     "revoke_queue_access": "api.grants",
@@ -92,6 +97,10 @@ _EXPORTS: dict[str, str] = {
     "QueuePaused": "exceptions",
     "QueueFull": "exceptions",
     "RejectMessage": "exceptions",
+    "MessageNotFound": "exceptions",
+    "StaleReceipt": "exceptions",
+    "SubscriptionNotFound": "exceptions",
+    "SubscriptionAlreadyExists": "exceptions",
 }
 
 # Functions that get an ``a``-prefixed async twin.

@@ -39,6 +39,28 @@ DEFAULTS: dict[str, Any] = {
     "WORKER_MAINTENANCE_INTERVAL": 60.0,
     # Translators that can be switched off as a whole.
     "REST_ENABLED": True,
+    # REST API (pgq_django.rest): authentication classes as dotted paths; None means DRF's
+    # DEFAULT_AUTHENTICATION_CLASSES when the project sets them, else HTTP basic, session and
+    # (when rest_framework.authtoken is installed) DRF token authentication.
+    "REST_AUTHENTICATION_CLASSES": None,
+    # Largest request body the REST API reads, in bytes (larger answers 413).
+    "REST_MAX_BODY_SIZE": 8 * 1024 * 1024,
+    # Most messages one batch send may carry.
+    "REST_MAX_BATCH": 1000,
+    # Default and largest ``limit`` of a consume or a list.
+    "REST_DEFAULT_LIMIT": 10,
+    "REST_MAX_LIMIT": 1000,
+    # Longest ``wait_seconds`` of a long-poll consume, and how often a waiting long-poll
+    # re-checks its queue without a notification (delays, expired leases).
+    "REST_MAX_WAIT_SECONDS": 20,
+    "REST_POLL_INTERVAL": 2.0,
+    # Who may scrape /metrics: a DRF permission class as a dotted path. The default admits
+    # staff users and, when METRICS_TOKEN is set, requests bearing that token.
+    "METRICS_PERMISSION": "pgq_django.prometheus.CanScrapeMetrics",
+    "METRICS_TOKEN": None,
+    # Worker threads of pgq_django.asgi.get_asgi_application(): every request's synchronous
+    # work (and its database connection) runs on one of them, however many requests wait.
+    "ASGI_THREADS": 8,
     "SQS_ENABLED": True,
 }
 

@@ -85,6 +85,36 @@ class ExchangeInUse(PgqError):
     default_message = "Queues are still bound to the exchange."
 
 
+class MessageNotFound(PgqError):
+    """A message id that is not in the queue (REST answers 404; the Python API returns False)."""
+
+    code = "message_not_found"
+    status_code = 404
+    sqs_code = "ReceiptHandleIsInvalid"
+    default_message = "The message does not exist."
+
+
+class StaleReceipt(PgqError):
+    """A receipt of a lease that has expired and been re-leased since (REST answers 409)."""
+
+    code = "stale_receipt"
+    status_code = 409
+    sqs_code = "ReceiptHandleIsInvalid"
+    default_message = "The message was delivered again since this receipt was issued."
+
+
+class SubscriptionNotFound(PgqError):
+    code = "subscription_not_found"
+    status_code = 404
+    default_message = "The subscription does not exist."
+
+
+class SubscriptionAlreadyExists(PgqError):
+    code = "subscription_already_exists"
+    status_code = 409
+    default_message = "A subscription with this id or route already exists."
+
+
 class PermissionDenied(PgqError):
     code = "permission_denied"
     status_code = 403
@@ -125,6 +155,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidMessage",
     "InvalidName",
+    "MessageNotFound",
     "MessageTooLarge",
     "PermissionDenied",
     "PgqError",
@@ -133,4 +164,7 @@ __all__ = [
     "QueueNotFound",
     "QueuePaused",
     "RejectMessage",
+    "StaleReceipt",
+    "SubscriptionAlreadyExists",
+    "SubscriptionNotFound",
 ]

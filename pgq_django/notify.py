@@ -1,17 +1,34 @@
-"""LISTEN/NOTIFY wake-ups.
+"""LISTEN/NOTIFY wake-ups: one listening connection per process, shared by every waiter.
 
 A committed send on a queue runs ``pg_notify(<channel>, <queue name>)`` in its own statement,
 so a consumer waiting here learns of a new message within milliseconds instead of polling.
-Each thread keeps one listening connection, opened on first use with the same parameters as
-the Django database, and reuses it for later waits.
+
+One :class:`Hub` per database alias and process owns the only LISTEN connection and a thread
+that reads it (River's shared notifier). Waiters do not get a connection of their own: a
+thread in ``read_with_poll`` or a coroutine in ``aread_with_poll`` (or a REST long-poll)
+registers an :class:`Interest` in some queue names, and the hub's thread wakes every
+interest that names the notified queue — a ``threading.Event`` for threads, an
+``asyncio.Event`` set through ``call_soon_threadsafe`` for coroutines, on whichever event
+loop they run. Forty threads or five hundred coroutines waiting cost one backend.
+
+When the connection is lost the hub wakes every waiter (so each re-checks its queue, and
+meets the database error there if the server is really gone), reconnects with a growing
+pause, and wakes them all again once it listens anew: whatever was sent while nobody was
+listening is found by that re-check. Waiters also re-check after their poll interval, so
+polling stays the fallback, never the mechanism.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import os
+import select
+import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import psycopg
@@ -19,9 +36,15 @@ from django.db import connections
 
 from .conf import settings
 
-_local = threading.local()
-_all: list[Listener] = []
-_all_lock = threading.Lock()
+logger = logging.getLogger("pgq_django.notify")
+
+# Seconds a new waiter waits for the hub to listen before it reads anyway (then only the
+# poll interval can wake it until the hub is up).
+READY_TIMEOUT = 5.0
+# An idle listening connection is checked this often, so a silently dropped connection is
+# noticed and replaced even when no notification arrives.
+HEALTH_CHECK_INTERVAL = 30.0
+RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
 def connection_params(alias: str | None = None) -> dict[str, Any]:
@@ -32,13 +55,21 @@ def connection_params(alias: str | None = None) -> dict[str, Any]:
     return params
 
 
+def _listen(conn: psycopg.Connection[Any], channel: str) -> None:
+    conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
+
+
 class Listener:
-    """One connection that LISTENs on the notify channel and waits for queue names."""
+    """A private LISTEN connection, for code that wants its own (the worker's notifier).
+
+    ``read_with_poll`` and the REST long-poll do not use it; they share the process's
+    :class:`Hub`.
+    """
 
     def __init__(self, alias: str | None = None) -> None:
         self.channel = settings.NOTIFY_CHANNEL
         self.conn = psycopg.connect(**connection_params(alias), autocommit=True)
-        self.conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self.channel)))
+        _listen(self.conn, self.channel)
         self.pending: set[str] = set()
 
     def drain(self) -> set[str]:
@@ -55,74 +86,257 @@ class Listener:
                 self.pending.add(note.payload)
         return self.drain()
 
-    def wait_for(self, queue: str | set[str], timeout: float) -> bool:
-        """Wait until one of the given queues is notified or ``timeout`` passes."""
-        wanted = {queue} if isinstance(queue, str) else queue
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            if self.wait(remaining) & wanted:
-                return True
-
     def close(self) -> None:
         self.conn.close()
 
 
-@contextmanager
-def listener(alias: str | None = None) -> Iterator[Listener]:
-    """This thread's listener, connected and listening before the caller's first read."""
-    key = alias or settings.DATABASE
-    cached: dict[str, Listener] = getattr(_local, "listeners", None) or {}
-    _local.listeners = cached
-    current = cached.get(key)
-    if current is None or current.conn.closed:
-        current = cached[key] = Listener(alias)
-        with _all_lock:
-            _all.append(current)
-    try:
-        yield current
-    except BaseException:
-        cached.pop(key, None)
-        current.close()
-        raise
+class Interest:
+    """One waiter's registration for wake-ups of some queues.
 
-
-class AsyncListener:
-    """The asyncio form of :class:`Listener`, for ``aread_with_poll`` and async workers.
-
-    Waiting happens on the event loop, so a long poll does not hold the thread that Django's
-    ``sync_to_async`` uses for database work.
+    ``wait``/``await_wakeup`` return at once if a wake-up arrived since the previous call,
+    so a notification that lands between a read and the wait is never lost.
     """
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        self.conn = conn
+    def __init__(self, hub: Hub, queues: frozenset[str], loop: Any = None) -> None:
+        self.hub = hub
+        self.queues = queues
+        self.loop: asyncio.AbstractEventLoop | None = loop
+        self._event = threading.Event()
+        self._aevent = asyncio.Event() if loop is not None else None
 
-    @classmethod
-    async def connect(cls, alias: str | None = None) -> AsyncListener:
-        conn = await psycopg.AsyncConnection.connect(**connection_params(alias), autocommit=True)
-        channel = psycopg.sql.Identifier(settings.NOTIFY_CHANNEL)
-        await conn.execute(psycopg.sql.SQL("LISTEN {}").format(channel))
-        return cls(conn)
+    def wake(self) -> None:
+        """Called from the hub's thread (or anywhere): mark this waiter notified."""
+        self._event.set()
+        if self._aevent is not None and self.loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                self.loop.call_soon_threadsafe(self._aevent.set)
 
-    async def wait_for(self, queue: str, timeout: float) -> bool:
+    def wait(self, timeout: float) -> bool:
+        """Block this thread until woken or ``timeout`` seconds pass; True when woken."""
+        woken = self._event.wait(max(timeout, 0))
+        if woken:
+            # Clearing after the wake is safe: the caller reads next, and that read sees every
+            # commit whose notification arrived before this point.
+            self._event.clear()
+        return woken
+
+    async def await_wakeup(self, timeout: float) -> bool:
+        """Wait on the event loop until woken or ``timeout`` seconds pass; True when woken."""
+        assert self._aevent is not None, "an async wait needs an interest made by ainterest()"
+        try:
+            await asyncio.wait_for(self._aevent.wait(), timeout=max(timeout, 0))
+            woken = True
+        except TimeoutError:
+            return False
+        self._aevent.clear()
+        self._event.clear()
+        return woken
+
+
+class Hub:
+    """The process's one LISTEN connection for a database alias, and its reading thread."""
+
+    def __init__(self, alias: str | None = None) -> None:
+        self.alias = alias or settings.DATABASE
+        self.channel = settings.NOTIFY_CHANNEL
+        self.pid = os.getpid()
+        self._params = connection_params(self.alias)
+        self.ready = threading.Event()
+        self.connects = 0  # how many times the hub (re)connected; tests and logs read it
+        self._interests: dict[str, set[Interest]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._thread = threading.Thread(target=self._run, name="pgq-notify", daemon=True)
+        self._thread.start()
+
+    # Registration ------------------------------------------------------------------------
+
+    def add(self, interest: Interest) -> None:
+        with self._lock:
+            for queue in interest.queues:
+                self._interests.setdefault(queue, set()).add(interest)
+
+    def remove(self, interest: Interest) -> None:
+        with self._lock:
+            for queue in interest.queues:
+                waiting = self._interests.get(queue)
+                if waiting is not None:
+                    waiting.discard(interest)
+                    if not waiting:
+                        del self._interests[queue]
+
+    def waiters(self) -> int:
+        """How many interests are registered (each counted once)."""
+        with self._lock:
+            return len({i for group in self._interests.values() for i in group})
+
+    def _wake(self, queues: Iterable[str] | None) -> None:
+        """Wake the interests in these queues, or every interest when ``queues`` is None."""
+        with self._lock:
+            if queues is None:
+                targets = {i for group in self._interests.values() for i in group}
+            else:
+                targets = {i for q in queues for i in self._interests.get(q, ())}
+        for interest in targets:
+            interest.wake()
+
+    # The reading thread ------------------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(**self._params, autocommit=True)
+        _listen(conn, self.channel)
+        return conn
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                self._conn = self._connect()
+            except Exception as exc:
+                self._pause(failures, exc)
+                failures += 1
+                continue
+            failures = 0
+            self.connects += 1
+            self.ready.set()
+            # Anything sent while nobody listened is found by this re-check.
+            self._wake(None)
+            try:
+                self._read_until_lost(self._conn)
+            except Exception as exc:
+                if not self._stop.is_set():
+                    logger.warning("event=notify_connection_lost error=%s", type(exc).__name__)
+            finally:
+                self.ready.clear()
+                with contextlib.suppress(Exception):
+                    self._conn.close()
+                self._conn = None
+            if not self._stop.is_set():
+                self._wake(None)
+
+    def _pause(self, failures: int, exc: Exception) -> None:
+        delay = RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)]
+        logger.warning(
+            "event=notify_connect_failed error=%s retry_in=%.1fs", type(exc).__name__, delay
+        )
+        self._wake(None)
+        self._stop.wait(delay)
+
+    def _read_until_lost(self, conn: psycopg.Connection[Any]) -> None:
+        last_check = time.monotonic()
+        while not self._stop.is_set():
+            wake_fd = self._wake_r.fileno()
+            readable, _, _ = select.select([conn.fileno(), wake_fd], [], [], 1.0)
+            if wake_fd in readable:
+                with contextlib.suppress(BlockingIOError):
+                    self._wake_r.recv(4096)
+            if conn.fileno() in readable:
+                names = {note.payload for note in conn.notifies(timeout=0)}
+                if names:
+                    self._wake(names)
+                last_check = time.monotonic()
+            elif time.monotonic() - last_check > HEALTH_CHECK_INTERVAL:
+                conn.execute("SELECT 1")
+                last_check = time.monotonic()
+
+    # Lifecycle ---------------------------------------------------------------------------
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> bool:
+        return self.ready.wait(timeout)
+
+    async def await_ready(self, timeout: float = READY_TIMEOUT) -> bool:
+        """The async form of :meth:`wait_ready`, polling briefly instead of blocking."""
         deadline = time.monotonic() + timeout
-        while (remaining := deadline - time.monotonic()) > 0:
-            async for note in self.conn.notifies(timeout=remaining, stop_after=1):
-                if note.payload == queue:
-                    return True
-        return False
+        while not self.ready.is_set():
+            if time.monotonic() >= deadline or self._stop.is_set():
+                return False
+            await asyncio.sleep(0.005)
+        return True
 
-    async def close(self) -> None:
-        await self.conn.close()
+    def drop_connection(self) -> None:
+        """Close the listening connection as if the network had dropped it (tests use this)."""
+        conn = self._conn
+        if conn is not None:
+            # Terminate the backend from the server side so the socket really breaks.
+            with (
+                contextlib.suppress(Exception),
+                psycopg.connect(**self._params, autocommit=True) as killer,
+            ):
+                killer.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
+
+    def close(self) -> None:
+        """Stop the thread, close the connection and wake every waiter to re-check."""
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+        self._wake(None)
+        self._wake_r.close()
+        self._wake_w.close()
+
+    @property
+    def alive(self) -> bool:
+        return self.pid == os.getpid() and not self._stop.is_set() and self._thread.is_alive()
+
+
+_hubs: dict[str, Hub] = {}
+_hubs_lock = threading.Lock()
+
+
+def hub(alias: str | None = None) -> Hub:
+    """This process's hub for ``alias``, started on first use (and again after a fork)."""
+    key = alias or settings.DATABASE
+    with _hubs_lock:
+        current = _hubs.get(key)
+        if current is None or not current.alive:
+            current = _hubs[key] = Hub(key)
+        return current
+
+
+@contextlib.contextmanager
+def interest(queues: str | Iterable[str], alias: str | None = None) -> Iterator[Interest]:
+    """Register for wake-ups of ``queues`` for the ``with`` block (threads).
+
+    The hub is listening before this returns (or :data:`READY_TIMEOUT` has passed), so a
+    read made inside the block cannot miss a send that commits after it.
+    """
+    names = frozenset([queues] if isinstance(queues, str) else queues)
+    current = hub(alias)
+    registered = Interest(current, names)
+    current.add(registered)
+    try:
+        current.wait_ready()
+        yield registered
+    finally:
+        current.remove(registered)
+
+
+@contextlib.asynccontextmanager
+async def ainterest(
+    queues: str | Iterable[str], alias: str | None = None
+) -> AsyncIterator[Interest]:
+    """The asyncio form of :func:`interest`: waiting holds no thread and no connection."""
+    names = frozenset([queues] if isinstance(queues, str) else queues)
+    current = hub(alias)
+    registered = Interest(current, names, loop=asyncio.get_running_loop())
+    current.add(registered)
+    try:
+        await current.await_ready()
+        yield registered
+    finally:
+        current.remove(registered)
 
 
 def close_all() -> None:
-    """Close every thread's cached listener (tests, process shutdown, database teardown)."""
-    with _all_lock:
-        listeners, _all[:] = list(_all), []
-    for item in listeners:
+    """Close every hub of this process (tests, process shutdown, database teardown)."""
+    with _hubs_lock:
+        hubs = list(_hubs.values())
+        _hubs.clear()
+    for item in hubs:
         item.close()
 
 

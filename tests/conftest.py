@@ -18,6 +18,9 @@ from psycopg.conninfo import make_conninfo
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Fixtures of the REST tests: a live uvicorn server, users and HTTP sessions.
+pytest_plugins = ["tests.rest_server"]
+
 
 @pytest.fixture(autouse=True)
 def _close_listeners() -> Iterator[None]:

@@ -25,6 +25,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "pgq_django",
 ]
 MIDDLEWARE = [
@@ -70,3 +73,13 @@ TEST_TASKS = {
 }
 if os.environ.get("PGQ_TEST_TASKS"):
     TASKS = TEST_TASKS
+REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
+# Fast hashing: REST tests authenticate every request with HTTP basic.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Server errors of the live servers the REST tests start reach the test output.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"stderr": {"class": "logging.StreamHandler"}},
+    "loggers": {"django.request": {"handlers": ["stderr"], "level": "ERROR"}},
+}

@@ -1,4 +1,17 @@
 from django.contrib import admin
-from django.urls import path
+from django.http import HttpRequest, JsonResponse
+from django.urls import include, path
 
-urlpatterns = [path("admin/", admin.site.urls)]
+
+def waiters(request: HttpRequest) -> JsonResponse:
+    """Test-only: how many waiters this server process's notify hub holds right now."""
+    from pgq_django import notify
+
+    return JsonResponse({"waiters": notify.hub().waiters()})
+
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("_test/waiters", waiters),
+    path("", include("pgq_django.rest.urls")),
+]

@@ -163,16 +163,16 @@ def read_with_poll(
     re-check for messages that become visible without a notification (delays, expiring
     leases).
     """
-    from ..notify import listener
+    from ..notify import interest
 
     name, deadline, interval = _poll_window(queue, max_poll_seconds, poll_interval_ms)
-    with listener() as wakeups:
+    with interest(name) as wakeups:
         while True:
             found = read(name, vt=vt, qty=qty, filters=filters)
             remaining = deadline - time.monotonic()
             if found or remaining <= 0:
                 return found
-            wakeups.wait_for(name, timeout=min(interval, remaining))
+            wakeups.wait(min(interval, remaining))
 
 
 async def aread_with_poll(
@@ -184,23 +184,24 @@ async def aread_with_poll(
     poll_interval_ms: int = 100,
     filters: Any = None,
 ) -> list[Message]:
-    """Async twin of :func:`read_with_poll` that waits on the event loop, not in a thread."""
+    """Async twin of :func:`read_with_poll` that waits on the event loop, not in a thread.
+
+    The wait shares the process's one LISTEN connection (:mod:`pgq_django.notify`), so any
+    number of concurrent waiters costs one database backend while they wait.
+    """
     from asgiref.sync import sync_to_async
 
-    from ..notify import AsyncListener
+    from ..notify import ainterest
 
     name, deadline, interval = _poll_window(queue, max_poll_seconds, poll_interval_ms)
     lease = sync_to_async(read, thread_sensitive=True)
-    wakeups = await AsyncListener.connect()
-    try:
+    async with ainterest(name) as wakeups:
         while True:
             found = await lease(name, vt=vt, qty=qty, filters=filters)
             remaining = deadline - time.monotonic()
             if found or remaining <= 0:
                 return found
-            await wakeups.wait_for(name, timeout=min(interval, remaining))
-    finally:
-        await wakeups.close()
+            await wakeups.await_wakeup(min(interval, remaining))
 
 
 def pop(queue: Any, qty: int = 1) -> list[Message]:

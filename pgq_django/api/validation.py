@@ -16,7 +16,8 @@ from typing import Any
 
 from ..exceptions import InvalidArgument, InvalidMessage, InvalidName
 
-_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
+NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
+_NAME_RE = NAME_RE
 INT32_MAX = 2**31 - 1
 MAX_QTY = 10_000
 XML_CONTENT_TYPES = ("application/xml", "text/xml")

@@ -96,6 +96,15 @@ class Binding(models.Model):
     attributes) with one of the listed values.
     """
 
+    # psqlqueue's subscription id; bindings made from Python need none.
+    name = models.CharField(
+        max_length=85,
+        null=True,
+        blank=True,
+        unique=True,
+        validators=[RegexValidator(QUEUE_NAME_PATTERN)],
+        help_text="Subscription id (REST); same rule as queue names.",
+    )
     exchange = models.ForeignKey(
         Exchange, on_delete=models.DO_NOTHING, db_constraint=False, related_name="bindings"
     )

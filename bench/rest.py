@@ -1,0 +1,262 @@
+"""The REST API against the Python API it translates, in one run on one database.
+
+Cases (a live uvicorn process serving ``pgq_django.asgi``, a keep-alive ``requests``
+session with DRF token authentication, both on 127.0.0.1):
+
+- ``send``: one message per call — ``POST /v1/queues/q/messages`` vs ``pgq.send``;
+- ``send batch 100``: ``POST {"messages": [...100]}`` vs ``pgq.send_batch``;
+- ``consume+ack 100``: ``GET …/messages?limit=100`` then ``PUT …/messages/ack`` with the
+  receipts vs ``pgq.read(qty=100)`` then ``pgq.delete(ids)``;
+- ``metrics scrape``: ``GET /metrics`` with 1,000 queues vs ``pgq.metrics_all()``;
+- long-polls: 500 concurrent ``wait_seconds`` consumers on the one server process — the
+  server's resident memory before, while they wait and after, and the delay from each send to
+  the woken consumer's answer.
+
+Goals (printed, never asserted): batch paths within 3x of the Python API, p50 of a single
+send under 5 ms. Run: ``python -m bench.rest`` (``--quick`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from . import common
+
+WAITERS = 500
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, socket.socket]:
+    sock = socket.socket()
+    # uvicorn takes an inherited socket (--fd) for a Unix one and leaves Nagle on; accepted
+    # sockets inherit TCP_NODELAY from the listener, so set it here (else +40 ms a call).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(4096)
+    sock.set_inheritable(True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "pgq_django.asgi:get_asgi_application",
+            "--factory",
+            "--fd",
+            str(sock.fileno()),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+            "--lifespan",
+            "off",
+        ],
+        pass_fds=[sock.fileno()],
+        cwd=common.ROOT,
+        env=env,
+    )
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    import requests
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            requests.get(base + "/v1/queues", timeout=5)
+            return proc, base, sock
+        except requests.ConnectionError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the benchmark server did not start") from None
+            time.sleep(0.1)
+
+
+def _timed_each(n: int, call: Any) -> list[float]:
+    out = []
+    for _ in range(n):
+        started = time.perf_counter()
+        call()
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def _throughput_cases(http: Any, rounds: int, n_single: int) -> list[list[Any]]:
+    import pgq_django as pgq
+
+    queue = "bench_rest_" + uuid.uuid4().hex[:8]
+    pgq.create_queue(queue)
+    url = f"/v1/queues/{queue}/messages"
+    body = {"order": 12345, "items": ["a", "b", "c"], "note": "x" * 64}
+    rows = []
+
+    def check(response: Any, status: int) -> Any:
+        assert response.status_code == status, response.text
+        return response
+
+    # Warm both paths (connections, prepared statements, the server's imports).
+    for _ in range(20):
+        check(http.post(url, json={"body": body}), 201)
+        pgq.send(queue, body)
+    pgq.purge_queue(queue)
+
+    rest_single = _timed_each(n_single, lambda: check(http.post(url, json={"body": body}), 201))
+    py_single = _timed_each(n_single, lambda: pgq.send(queue, body))
+    rows.append(_row("send (p50 per call)", rest_single, py_single))
+    pgq.purge_queue(queue)
+
+    batch = {"messages": [{"body": body} for _ in range(100)]}
+    rest_batch = _timed_each(rounds, lambda: check(http.post(url, json=batch), 201))
+    py_batch = _timed_each(rounds, lambda: pgq.send_batch(queue, [body] * 100))
+    rows.append(_row("send batch 100", rest_batch, py_batch))
+    pgq.purge_queue(queue)
+
+    def rest_consume() -> None:
+        got = check(http.get(url + "?limit=100"), 200).json()["data"]
+        receipts = [m["receipt"] for m in got]
+        acked = check(http.put(url + "/ack", json={"ids": receipts}), 200).json()["acked"]
+        assert len(acked) == 100
+
+    def py_consume() -> None:
+        got = pgq.read(queue, qty=100)
+        assert len(pgq.delete(queue, [m.receipt for m in got])) == 100
+
+    rest_c, py_c = [], []
+    for _ in range(rounds):
+        pgq.send_batch(queue, [body] * 200)
+        rest_c += _timed_each(1, rest_consume)
+        py_c += _timed_each(1, py_consume)
+    rows.append(_row("consume+ack 100", rest_c, py_c))
+    pgq.drop_queue(queue)
+    return rows
+
+
+def _row(case: str, rest: list[float], py: list[float]) -> list[Any]:
+    r, p = common.median(rest) * 1000, common.median(py) * 1000
+    return [case, f"{r:.2f}", f"{p:.2f}", f"{r / p:.2f}x"]
+
+
+def _metrics_case(http: Any, n_queues: int, rounds: int) -> list[Any]:
+    import pgq_django as pgq
+
+    prefix = "bench_m_" + uuid.uuid4().hex[:6]
+    names = [f"{prefix}_{i}" for i in range(n_queues)]
+    for name in names:
+        pgq.create_queue(name)
+    for name in names[:: max(1, n_queues // 50)]:
+        pgq.send_batch(name, list(range(10)))
+    http.get("/metrics")
+    rest = _timed_each(rounds, lambda: http.get("/metrics").raise_for_status())
+    py = _timed_each(rounds, pgq.metrics_all)
+    size = len(http.get("/metrics").content)
+    for name in names:
+        pgq.drop_queue(name)
+    row = _row(f"metrics scrape, {n_queues} queues", rest, py)
+    return [*row[:3], f"{row[3]} ({size // 1024} KiB of text)"]
+
+
+async def _long_polls(base: str, token: str, pid: int, waiters: int) -> dict[str, Any]:
+    import aiohttp
+    from asgiref.sync import sync_to_async
+
+    import pgq_django as pgq
+
+    queues = [f"bench_lp_{uuid.uuid4().hex[:6]}_{i}" for i in range(waiters)]
+    await sync_to_async(lambda: [pgq.create_queue(q) for q in queues])()
+    headers = {"Authorization": f"Token {token}"}
+    rss_before = _rss_kib(pid)
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=300)
+    answered: dict[str, float] = {}
+    async with aiohttp.ClientSession(connector=connector, headers=headers, timeout=timeout) as s:
+
+        async def poll(queue: str) -> None:
+            url = f"{base}/v1/queues/{queue}/messages?limit=1&wait_seconds=20"
+            async with s.get(url) as response:
+                data = (await response.json())["data"]
+                assert len(data) == 1, data
+                answered[queue] = time.perf_counter()
+
+        tasks = [asyncio.create_task(poll(q)) for q in queues]
+        await asyncio.sleep(3.0)  # let every request reach its wait (bench only; not a test)
+        rss_waiting = _rss_kib(pid)
+        latencies = []
+        send = sync_to_async(pgq.send)
+        for queue in queues:
+            started = time.perf_counter()
+            await send(queue, "wake")
+            while queue not in answered:
+                await asyncio.sleep(0.0005)
+            latencies.append(answered[queue] - started)
+        await asyncio.gather(*tasks)
+    rss_after = _rss_kib(pid)
+    await sync_to_async(lambda: [pgq.drop_queue(q) for q in queues])()
+    return {
+        "waiters": waiters,
+        "rss_kib": {"before": rss_before, "waiting": rss_waiting, "after": rss_after},
+        "wake_ms": {
+            "p50": common.percentile(latencies, 50) * 1000,
+            "p99": common.percentile(latencies, 99) * 1000,
+            "max": max(latencies) * 1000,
+        },
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = common.arguments(__doc__.split("\n\n")[0], argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.rest_settings")
+    common.setup()
+    import requests
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    rounds = args.rounds or (3 if args.quick else 15)
+    user, _ = get_user_model().objects.get_or_create(
+        username="bench_rest", defaults={"is_staff": True, "is_superuser": True}
+    )
+    token, _ = Token.objects.get_or_create(user=user)
+    common.close_django_connections()
+    env = {**os.environ, "PYTHONPATH": str(common.ROOT)}
+    proc, base, sock = _start_server(env)
+    try:
+        http = requests.Session()
+        http.headers["Authorization"] = f"Token {token.key}"
+        original = http.request
+        http.request = lambda method, url, *a, **k: original(method, base + url, *a, **k)  # type: ignore[method-assign]
+        rows = _throughput_cases(http, rounds, 50 if args.quick else 500)
+        rows.append(_metrics_case(http, 50 if args.quick else 1000, rounds))
+        common.print_table(
+            "REST vs the Python API (median ms per operation; ratio = REST / Python)",
+            ["case", "REST ms", "Python ms", "ratio"],
+            rows,
+        )
+        waiters = 20 if args.quick else WAITERS
+        polls = asyncio.run(_long_polls(base, token.key, proc.pid, waiters))
+        rss = polls["rss_kib"]
+        wake = polls["wake_ms"]
+        print(
+            f"\n{waiters} concurrent long-polls on one uvicorn process: server RSS "
+            f"{rss['before'] / 1024:.1f} MiB before, {rss['waiting'] / 1024:.1f} MiB while "
+            f"they wait, {rss['after'] / 1024:.1f} MiB after; send → woken answer "
+            f"p50 {wake['p50']:.1f} ms, p99 {wake['p99']:.1f} ms, max {wake['max']:.1f} ms."
+        )
+        common.write_results("rest", {"rows": rows, "long_polls": polls, "quick": args.quick})
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

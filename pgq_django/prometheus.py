@@ -1,0 +1,118 @@
+"""Prometheus exposition of every queue's numbers: ``GET /metrics``.
+
+(The module is not called ``metrics``: importing ``pgq_django.metrics`` would replace the
+public function ``pgq_django.metrics`` with the module.)
+
+:class:`QueueCollector` is a prometheus-client custom collector: each scrape calls
+:func:`pgq_django.metrics_all` once — one query however many queues exist — and turns each
+:class:`~pgq_django.api.stats.QueueMetrics` into labelled samples. Nothing is kept between
+scrapes, so several processes serving /metrics agree and none has to be the one scraped.
+
+Who may scrape is ``PGQ["METRICS_PERMISSION"]`` (a DRF permission class as a dotted path).
+The default, :class:`CanScrapeMetrics`, admits active staff users (basic, session or token
+authentication, like the REST API) and requests that carry
+``Authorization: Bearer <PGQ["METRICS_TOKEN"]>`` when that setting is set; anyone else gets
+401/403. Set it to ``"rest_framework.permissions.AllowAny"`` to open it.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from typing import Any
+
+from django.http import HttpResponse
+from django.utils.module_loading import import_string
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+
+from .conf import settings
+from .rest.views.base import PgqView
+
+
+class QueueCollector(Collector):
+    """Per-queue gauges and counters from one ``metrics_all()`` call per scrape."""
+
+    def collect(self) -> Iterator[Metric]:
+        import pgq_django as pgq
+
+        rows = pgq.metrics_all()
+        labels = ["queue"]
+        length = GaugeMetricFamily(
+            "pgq_queue_length", "Messages in the queue (pending and leased).", labels=labels
+        )
+        in_flight = GaugeMetricFamily(
+            "pgq_queue_in_flight", "Messages leased and not yet acknowledged.", labels=labels
+        )
+        oldest = GaugeMetricFamily(
+            "pgq_queue_oldest_message_age_seconds",
+            "Age of the oldest message in the queue (0 when empty).",
+            labels=labels,
+        )
+        newest = GaugeMetricFamily(
+            "pgq_queue_newest_message_age_seconds",
+            "Age of the newest message in the queue (0 when empty).",
+            labels=labels,
+        )
+        sent = CounterMetricFamily(
+            "pgq_messages_sent", "Messages ever sent to the queue.", labels=labels
+        )
+        dead = CounterMetricFamily(
+            "pgq_messages_dead", "Messages that ran out of retries.", labels=labels
+        )
+        acked = CounterMetricFamily(
+            "pgq_messages_acked", "Messages acknowledged by consumers.", labels=labels
+        )
+        has_acked = False
+        for m in rows:
+            name = [m.queue_name]
+            length.add_metric(name, m.queue_length)
+            in_flight.add_metric(name, m.in_flight)
+            oldest.add_metric(name, m.oldest_msg_age_sec or 0.0)
+            newest.add_metric(name, m.newest_msg_age_sec or 0.0)
+            sent.add_metric(name, m.total_messages)
+            dead.add_metric(name, m.dead_letters)
+            # QueueMetrics grows an acked count in a later version; export it when present.
+            count = getattr(m, "acked", None)
+            if count is not None:
+                has_acked = True
+                acked.add_metric(name, count)
+        yield from (length, in_flight, oldest, newest, sent, dead)
+        if has_acked:
+            yield acked
+
+
+def exposition() -> bytes:
+    """The Prometheus text of one scrape."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QueueCollector())
+    return generate_latest(registry)
+
+
+class CanScrapeMetrics(BasePermission):
+    """Active staff users, or a request bearing ``PGQ["METRICS_TOKEN"]`` when it is set."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        token = settings.METRICS_TOKEN
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if token and header.startswith("Bearer "):
+            offered = header[len("Bearer ") :].strip().encode()
+            if hmac.compare_digest(offered, str(token).encode()):
+                return True
+        user = request.user
+        return bool(user and user.is_active and user.is_staff)
+
+
+class MetricsView(PgqView):
+    """``GET /metrics``: the Prometheus text format (version 0.0.4)."""
+
+    schema = None  # text, not JSON: not part of the OpenAPI document
+
+    def get_permissions(self) -> list[BasePermission]:
+        return [import_string(settings.METRICS_PERMISSION)()]
+
+    def get(self, request: Request) -> HttpResponse:
+        return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)

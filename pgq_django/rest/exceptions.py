@@ -1,0 +1,81 @@
+"""The one place where errors become HTTP answers: ``{"error": {"code", "message", "details"}}``.
+
+A :class:`~pgq_django.exceptions.PgqError` carries its own status and code, and DRF's own
+exceptions (malformed JSON, missing credentials, an unsupported media type …) carry theirs,
+so :func:`exception_handler` needs no chain of cases: every error the API raises on purpose
+answers in the same shape with its own status, and nothing else can reach a client as a 500
+page unless it is a bug.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from ..exceptions import PgqError
+
+
+class RequestTooLarge(PgqError):
+    code = "request_too_large"
+    status_code = 413
+    default_message = "The request body is larger than the server accepts."
+
+
+class NotFound(PgqError):
+    code = "not_found"
+    status_code = 404
+    default_message = "There is nothing at this address."
+
+
+# DRF's codes, renamed where ours are clearer to a client.
+_DRF_CODES = {
+    "parse_error": "malformed_request",
+    "invalid": "invalid_argument",
+    "not_authenticated": "not_authenticated",
+    "authentication_failed": "authentication_failed",
+    "permission_denied": "permission_denied",
+    "not_found": "not_found",
+    "method_not_allowed": "method_not_allowed",
+    "not_acceptable": "not_acceptable",
+    "unsupported_media_type": "unsupported_media_type",
+    "throttled": "throttled",
+}
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def _drf_error(exc: drf.APIException) -> tuple[str, str, Any]:
+    if isinstance(exc, drf.ValidationError):
+        detail = exc.detail if isinstance(exc.detail, dict) else {"errors": exc.detail}
+        return "invalid_argument", "The request is not valid; see details.", detail
+    code = _DRF_CODES.get(exc.default_code, exc.default_code)
+    return code, str(exc.detail), {}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's ``EXCEPTION_HANDLER`` for pgq_django's views (set on the views themselves)."""
+    headers: dict[str, str] = {}
+    if isinstance(exc, PgqError):
+        status, body = exc.status_code, {"error": exc.as_dict()}
+    elif isinstance(exc, drf.APIException):
+        code, message, details = _drf_error(exc)
+        status, body = exc.status_code, error_body(code, message, details)
+        if getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
+        if getattr(exc, "wait", None):
+            headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
+    elif isinstance(exc, Http404):
+        status, body = 404, error_body("not_found", "There is nothing at this address.")
+    elif isinstance(exc, DjangoPermissionDenied):
+        status, body = 403, error_body("permission_denied", "You may not do this.")
+    else:
+        return None
+    set_rollback()
+    return Response(body, status=status, headers=headers)

@@ -1,0 +1,392 @@
+"""What goes in and out of the REST API, field by field.
+
+Request serializers are strict: a number must be a JSON number (not ``"30"``), a flag a JSON
+boolean, a text a JSON string, and a field the API does not know is an error rather than
+silently ignored, so a typo never turns into a default. They check types only; ranges and
+names are checked by the functional API itself, whose PgqError answers in the same shape.
+
+Responses are built by the small ``*_json`` functions (a dict per object, cheap enough for
+a consume of a thousand messages); the ``*Out`` serializers describe the same shapes for the
+OpenAPI schema, and the test suite validates real responses against that schema.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+# ---------------------------------------------------------------------------------------------
+# Strict fields
+
+
+NAME_SCHEMA = {"type": "string", "pattern": r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$"}
+
+
+@extend_schema_field({"type": "number", "minimum": 0, "maximum": 3153600000})
+class Seconds(serializers.Field):
+    """A JSON number of seconds (int or float, finite); shown as an int when whole."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
+            raise serializers.ValidationError("Expected a number of seconds.")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return seconds_json(value)
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class StrictInt(serializers.Field):
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise serializers.ValidationError("Expected an integer.")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(OpenApiTypes.BOOL)
+class StrictBool(serializers.Field):
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            raise serializers.ValidationError("Expected true or false.")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class StrictText(serializers.Field):
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Expected a string.")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(NAME_SCHEMA)
+class Name(serializers.Field):
+    """A queue, topic or subscription name (checked by the API; typed here)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Expected a string.")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class JSONObject(serializers.Field):
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("Expected a JSON object.")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(
+    {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}}
+)
+class MessageFilters(JSONObject):
+    """psqlqueue's ``message_filters``: ``{"attribute": ["value", …]}``."""
+
+
+@extend_schema_field({"description": "Any JSON value: a string, number, object, array …"})
+class AnyJSON(serializers.Field):
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field({"type": "string", "enum": ["none", "linear", "exponential"]})
+class Backoff(StrictText):
+    pass
+
+
+@extend_schema_field({"type": "string", "enum": ["fanout", "direct", "topic", "headers"]})
+class ExchangeKind(StrictText):
+    pass
+
+
+class Strict(serializers.Serializer):
+    """Refuses fields it does not declare instead of ignoring them."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {name: ["This field is not known."] for name in unknown}
+                )
+        return super().to_internal_value(data)
+
+
+def _opt(field: type[serializers.Field], **kwargs: Any) -> Any:
+    return field(required=False, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+
+
+class QueueUpdateIn(Strict):
+    ack_deadline_seconds = _opt(Seconds, help_text="Visibility timeout of a consumed message.")
+    message_retention_seconds = _opt(Seconds, help_text="Age after which a message expires.")
+    delivery_delay_seconds = _opt(Seconds, help_text="Delay before a new message is visible.")
+    max_retries = _opt(StrictInt, help_text="Deliveries before a message is dead-lettered.")
+    retry_delay = _opt(Seconds, help_text="Base delay before a nacked message comes back.")
+    backoff = _opt(Backoff, help_text="none, linear or exponential.")
+    dead_letter_queue = _opt(Name, allow_null=True, help_text="Queue for messages out of retries.")
+    max_message_size = _opt(StrictInt, help_text="Largest body in bytes.")
+    max_length = _opt(StrictInt, allow_null=True, help_text="Most messages the queue holds.")
+    archive_on_ack = _opt(StrictBool, help_text="Keep acked messages in the archive.")
+
+
+class QueueCreateIn(QueueUpdateIn):
+    id = Name(help_text="The queue's name.")
+    fifo = _opt(StrictBool, help_text="Strict order per message group (also: a .fifo name).")
+
+
+class MessageIn(Strict):
+    body = AnyJSON(help_text="The message body: any JSON value.")
+    label = _opt(StrictText, allow_null=True, help_text="A label consumers can filter on.")
+    attributes = _opt(JSONObject, help_text="Attributes (psqlqueue, SQS).")
+    headers = _opt(JSONObject, help_text="Headers; content_type marks text or XML bodies.")
+    priority = _opt(StrictInt, help_text="Lower is delivered sooner; default 0.")
+    delay = _opt(Seconds, allow_null=True, help_text="Seconds before the message is visible.")
+    group = _opt(StrictText, allow_null=True, help_text="FIFO message group.")
+    dedup_id = _opt(StrictText, allow_null=True, help_text="Deduplication id (5 minutes).")
+    expires_in = _opt(Seconds, allow_null=True, help_text="Seconds until the message expires.")
+    max_retries = _opt(StrictInt, allow_null=True, help_text="Overrides the queue's.")
+    retry_delay = _opt(Seconds, allow_null=True, help_text="Overrides the queue's.")
+
+
+class PublishIn(MessageIn):
+    routing_key = _opt(StrictText, allow_null=True, help_text="For direct and topic exchanges.")
+
+
+class BatchIn(Strict):
+    messages = serializers.ListField(child=MessageIn(), help_text="Messages sent together.")
+
+
+class NackIn(Strict):
+    visibility_timeout_seconds = _opt(
+        Seconds,
+        allow_null=True,
+        help_text="Seconds before the message is visible again; the queue's retry delay "
+        "(with backoff) when absent.",
+    )
+
+
+class AckBatchIn(Strict):
+    ids = serializers.ListField(
+        child=AnyJSON(),
+        help_text="Message ids (integers) or receipts ('<id>:<delivery_attempts>').",
+    )
+
+
+class TopicIn(Strict):
+    id = Name(help_text="The topic's (exchange's) name.")
+    type = _opt(ExchangeKind, help_text="fanout (default), direct, topic or headers.")
+
+
+class SubscriptionIn(Strict):
+    id = Name(help_text="The subscription's id.")
+    topic_id = Name()
+    queue_id = Name()
+    message_filters = _opt(MessageFilters, allow_null=True)
+    routing_key = _opt(StrictText, allow_null=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses: dicts, and serializers describing them for the schema
+
+
+def seconds_json(value: Any) -> Any:
+    if value is None:
+        return None
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def time_json(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def queue_json(q: Any) -> dict[str, Any]:
+    return {
+        "id": q.name,
+        "ack_deadline_seconds": seconds_json(q.visibility_timeout),
+        "message_retention_seconds": seconds_json(q.retention),
+        "delivery_delay_seconds": seconds_json(q.delivery_delay),
+        "fifo": q.fifo,
+        "max_retries": q.max_retries,
+        "retry_delay": seconds_json(q.retry_delay),
+        "backoff": q.backoff,
+        "dead_letter_queue": q.dead_letter_queue.name if q.dead_letter_queue_id else None,
+        "max_message_size": q.max_message_size,
+        "max_length": q.max_length,
+        "archive_on_ack": q.archive_on_ack,
+        "paused": q.paused,
+        "created_at": time_json(q.created_at),
+        "updated_at": time_json(q.updated_at),
+    }
+
+
+def message_json(m: Any, queue: str) -> dict[str, Any]:
+    return {
+        "id": m.msg_id,
+        "queue_id": queue,
+        "label": m.label,
+        "body": m.message,
+        "attributes": m.attributes,
+        "delivery_attempts": m.read_ct,
+        "created_at": time_json(m.enqueued_at),
+        "receipt": f"{m.msg_id}:{m.read_ct}",
+        "headers": m.headers,
+        "priority": m.priority,
+        "group": m.group_id,
+        "visible_at": time_json(m.vt),
+        "expires_at": time_json(m.expires_at),
+    }
+
+
+def topic_json(x: Any) -> dict[str, Any]:
+    return {"id": x.name, "type": x.type, "created_at": time_json(x.created_at)}
+
+
+def subscription_json(b: Any) -> dict[str, Any]:
+    return {
+        "id": b.name or str(b.pk),
+        "topic_id": b.exchange.name,
+        "queue_id": b.queue.name,
+        "message_filters": b.filters or None,
+        "routing_key": b.routing_key or None,
+        "created_at": time_json(b.created_at),
+    }
+
+
+class QueueOut(serializers.Serializer):
+    id = serializers.CharField()
+    ack_deadline_seconds = Seconds()
+    message_retention_seconds = Seconds()
+    delivery_delay_seconds = Seconds()
+    fifo = serializers.BooleanField()
+    max_retries = serializers.IntegerField()
+    retry_delay = Seconds()
+    backoff = serializers.CharField()
+    dead_letter_queue = serializers.CharField(allow_null=True)
+    max_message_size = serializers.IntegerField()
+    max_length = serializers.IntegerField(allow_null=True)
+    archive_on_ack = serializers.BooleanField()
+    paused = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class MessageOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    queue_id = serializers.CharField()
+    label = serializers.CharField(allow_null=True)
+    body = AnyJSON(allow_null=True)
+    attributes = JSONObject()
+    delivery_attempts = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    receipt = serializers.CharField(help_text="Ack or nack with this to fence stale consumers.")
+    headers = JSONObject()
+    priority = serializers.IntegerField()
+    group = serializers.CharField(allow_null=True)
+    visible_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+
+
+class ConsumeOut(serializers.Serializer):
+    data = MessageOut(many=True)
+    limit = serializers.IntegerField()
+
+
+class PageOut(serializers.Serializer):
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
+
+
+class QueueListOut(PageOut):
+    data = QueueOut(many=True)
+
+
+class StatsOut(serializers.Serializer):
+    num_undelivered_messages = serializers.IntegerField()
+    oldest_unacked_message_age_seconds = serializers.IntegerField()
+    queue_length = serializers.IntegerField()
+    in_flight = serializers.IntegerField()
+    dead_letters = serializers.IntegerField()
+    total_messages = serializers.IntegerField()
+    newest_msg_age_sec = serializers.FloatField(allow_null=True)
+    oldest_msg_age_sec = serializers.FloatField(allow_null=True)
+
+
+class SentOut(serializers.Serializer):
+    id = serializers.IntegerField(required=False, help_text="For one message.")
+    ids = serializers.ListField(
+        child=serializers.IntegerField(), required=False, help_text="For a batch, in order."
+    )
+
+
+class PublishedOut(serializers.Serializer):
+    ids = serializers.ListField(
+        child=serializers.IntegerField(), help_text="One message id per routed queue."
+    )
+
+
+class AckedOut(serializers.Serializer):
+    acked = serializers.ListField(child=serializers.IntegerField())
+
+
+class TopicOut(serializers.Serializer):
+    id = serializers.CharField()
+    type = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class TopicListOut(PageOut):
+    data = TopicOut(many=True)
+
+
+class SubscriptionOut(serializers.Serializer):
+    id = serializers.CharField()
+    topic_id = serializers.CharField()
+    queue_id = serializers.CharField()
+    message_filters = MessageFilters(allow_null=True)
+    routing_key = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class SubscriptionListOut(PageOut):
+    data = SubscriptionOut(many=True)
+
+
+class ErrorDetail(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    details = JSONObject()
+
+
+class ErrorOut(serializers.Serializer):
+    error = ErrorDetail()

@@ -1,0 +1,216 @@
+"""``/v1/queues/{id}/messages``: send (one or a batch), consume (long-poll), ack and nack.
+
+The send/consume view is asynchronous: a consume with ``wait_seconds`` waits for the queue's
+NOTIFY on the event loop, through the process's one LISTEN connection
+(:mod:`pgq_django.notify`), so under an ASGI server a waiting client costs a coroutine and
+a socket. Database work — authentication, the grant check, each lease — runs in Django's
+thread for synchronous code, one short call at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+import pgq_django as pgq
+
+from ...conf import settings
+from ...exceptions import InvalidArgument, MessageNotFound, StaleReceipt
+from .. import serializers as s
+from ..permissions import require_queue
+from .base import AsyncPgqView, PgqView, no_content
+from .params import parse_query, seconds, text, whole
+from .queues import ERRORS
+
+_RECEIPT = re.compile(r"([0-9]{1,18}):([0-9]{1,9})")
+MAX_MSG_ID = 2**63 - 1
+
+SEND_BODY = PolymorphicProxySerializer(
+    component_name="SendRequest",
+    serializers=[s.MessageIn, s.BatchIn],
+    resource_type_field_name=None,
+)
+
+
+def message_ref(value: Any) -> int | pgq.Receipt:
+    """A message id (int or digits) or a receipt ``"<id>:<delivery_attempts>"``."""
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_MSG_ID:
+        return value
+    if isinstance(value, str):
+        if value.isdigit() and len(value) <= 19 and 1 <= int(value) <= MAX_MSG_ID:
+            return int(value)
+        match = _RECEIPT.fullmatch(value)
+        if match:
+            return pgq.Receipt(int(match[1]), int(match[2]))
+    raise InvalidArgument(
+        f"{value!r} is not a message id or a receipt ('<id>:<delivery_attempts>').",
+        field="message_id",
+    )
+
+
+def refused(queue: str, ref: int | pgq.Receipt) -> Exception:
+    """Why an ack or nack matched nothing: a stale receipt (409) or no such message (404)."""
+    msg_id = ref.msg_id if isinstance(ref, pgq.Receipt) else ref
+    if isinstance(ref, pgq.Receipt) and pgq.read_by_id(queue, msg_id) is not None:
+        return StaleReceipt(
+            f"Message {msg_id} was delivered again since receipt {ref} was issued; "
+            "the newer consumer holds it.",
+            message_id=msg_id,
+            receipt=str(ref),
+        )
+    return MessageNotFound(
+        f"Message {msg_id} is not in queue {queue!r}.", message_id=msg_id, queue=queue
+    )
+
+
+def send_messages(queue: str, items: list[dict[str, Any]]) -> list[int]:
+    """Send items (each a MessageIn) in input order: one round trip per run of equal options.
+
+    Items whose options differ are sent in several statements inside one transaction, so
+    the batch lands whole or not at all.
+    """
+    if len(items) > settings.REST_MAX_BATCH:
+        raise InvalidArgument(
+            f"A batch holds at most {settings.REST_MAX_BATCH} messages, not {len(items)}.",
+            field="messages",
+        )
+    runs: list[tuple[dict[str, Any], list[Any]]] = []
+    previous = None
+    for item in items:
+        options = {k: v for k, v in item.items() if k != "body"}
+        key = json.dumps(options, sort_keys=True, default=str)
+        if key != previous or options.get("dedup_id") is not None:
+            runs.append((options, []))
+            previous = key
+        runs[-1][1].append(item.get("body"))
+    if len(runs) == 1:
+        return pgq.send_batch(queue, runs[0][1], **runs[0][0])
+    ids: list[int] = []
+    with transaction.atomic(using=settings.DATABASE):
+        for options, bodies in runs:
+            ids += pgq.send_batch(queue, bodies, **options)
+    return ids
+
+
+class MessagesView(AsyncPgqView):
+    @extend_schema(
+        operation_id="messages_consume",
+        parameters=[
+            OpenApiParameter(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": 1000},
+                description="Most messages (10; at most PGQ['REST_MAX_LIMIT']).",
+            ),
+            OpenApiParameter("label", OpenApiTypes.STR, description="Only with this label."),
+            OpenApiParameter(
+                "visibility_timeout_seconds",
+                {"type": "number", "minimum": 0, "maximum": 43200},
+                description="Lease length; the queue's ack deadline by default.",
+            ),
+            OpenApiParameter(
+                "wait_seconds",
+                {"type": "number", "minimum": 0, "maximum": 20},
+                description="Long-poll: wait this long for a message when none is ready "
+                "(at most PGQ['REST_MAX_WAIT_SECONDS']).",
+            ),
+        ],
+        responses={200: s.ConsumeOut, **ERRORS},
+    )
+    async def get(self, request: Request, queue: str) -> Response:
+        query = parse_query(
+            request,
+            {
+                "limit": whole("limit", 1, settings.REST_MAX_LIMIT),
+                "label": text("label"),
+                "visibility_timeout_seconds": seconds("visibility_timeout_seconds", 12 * 3600.0),
+                "wait_seconds": seconds("wait_seconds", float(settings.REST_MAX_WAIT_SECONDS)),
+            },
+        )
+        limit = query.get("limit", settings.REST_DEFAULT_LIMIT)
+        await sync_to_async(require_queue)(request.user, "read", queue)
+        options: dict[str, Any] = {
+            "vt": query.get("visibility_timeout_seconds"),
+            "qty": limit,
+            "filters": {"label": query["label"]} if "label" in query else None,
+        }
+        wait = query.get("wait_seconds", 0)
+        if wait > 0:
+            interval = int(settings.REST_POLL_INTERVAL * 1000)
+            found = await pgq.aread_with_poll(
+                queue, max_poll_seconds=wait, poll_interval_ms=interval, **options
+            )
+        else:
+            found = await pgq.aread(queue, **options)
+        return Response({"data": [s.message_json(m, queue) for m in found], "limit": limit})
+
+    @extend_schema(
+        operation_id="messages_send", request=SEND_BODY, responses={201: s.SentOut, **ERRORS}
+    )
+    async def post(self, request: Request, queue: str) -> Response:
+        return await sync_to_async(self._send)(request, queue)
+
+    def _send(self, request: Request, queue: str) -> Response:
+        data = request.data
+        if isinstance(data, dict) and "messages" in data:
+            items = self.body(request, s.BatchIn)["messages"]
+            require_queue(request.user, "write", queue)
+            return Response({"ids": send_messages(queue, items)}, status=201)
+        item = self.body(request, s.MessageIn)
+        require_queue(request.user, "write", queue)
+        return Response({"id": send_messages(queue, [item])[0]}, status=201)
+
+
+class AckView(PgqView):
+    @extend_schema(operation_id="messages_ack", request=None, responses={204: None, **ERRORS})
+    def put(self, request: Request, queue: str, message: str) -> Response:
+        """Acknowledge (delete) a message; a receipt refuses a stale consumer with 409."""
+        ref = message_ref(message)
+        require_queue(request.user, "read", queue)
+        if not pgq.delete(queue, ref):
+            raise refused(queue, ref)
+        return no_content()
+
+
+class NackView(PgqView):
+    @extend_schema(operation_id="messages_nack", request=s.NackIn, responses={204: None, **ERRORS})
+    def put(self, request: Request, queue: str, message: str) -> Response:
+        """Give a message back: visible again after ``visibility_timeout_seconds``."""
+        ref = message_ref(message)
+        data = self.body(request, s.NackIn)
+        require_queue(request.user, "read", queue)
+        if not pgq.nack(queue, ref, delay=data.get("visibility_timeout_seconds")):
+            raise refused(queue, ref)
+        return no_content()
+
+
+class AckBatchView(PgqView):
+    @extend_schema(
+        operation_id="messages_ack_batch",
+        request=s.AckBatchIn,
+        responses={200: s.AckedOut, **ERRORS},
+    )
+    def put(self, request: Request, queue: str) -> Response:
+        """Acknowledge many messages at once; answers the ids that were acked."""
+        ids = self.body(request, s.AckBatchIn)["ids"]
+        if len(ids) > settings.REST_MAX_BATCH:
+            raise InvalidArgument(
+                f"Ack at most {settings.REST_MAX_BATCH} messages at once.", field="ids"
+            )
+        refs = [message_ref(value) for value in ids]
+        require_queue(request.user, "read", queue)
+        acked = pgq.delete(queue, refs) if refs else []
+        return Response({"acked": acked})
+
+
+class MessagesSlashView(MessagesView):
+    """``…/messages/`` as psqlqueue's README spells one consume; left out of the schema."""
+
+    schema = None

@@ -1,0 +1,157 @@
+"""A live uvicorn server on a loopback port serving the test settings, and HTTP helpers.
+
+The server is a real process on the test database (started once per session, on a socket
+this process binds to an ephemeral port and hands over), so REST tests go through real
+sockets, real ASGI and real authentication. Tests that use it need ``transactional_db``:
+the server sees only committed rows.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from tests.conftest import ROOT, subprocess_env
+
+PASSWORD = "pw-" + uuid.uuid4().hex[:8]
+# libpq's application_name of the server's connections, so teardown can wait for them.
+SERVER_APP_NAME = "pgq-test-server"
+
+
+def start_uvicorn(app: str = "tests.asgi:application", **env: str) -> tuple[Any, str, Any]:
+    """(process, base URL, listening socket) of a uvicorn child on 127.0.0.1:<ephemeral>."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # uvicorn treats an inherited socket (--fd) as a Unix one and leaves Nagle on; accepted
+    # sockets inherit TCP_NODELAY from the listener.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(4096)
+    sock.set_inheritable(True)
+    port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            app,
+            "--fd",
+            str(sock.fileno()),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+            "--lifespan",
+            "off",
+            "--timeout-keep-alive",
+            "30",
+        ],
+        pass_fds=[sock.fileno()],
+        cwd=ROOT,
+        env=subprocess_env(PGAPPNAME=SERVER_APP_NAME, **env),
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"uvicorn exited with code {proc.returncode}")
+        try:
+            requests.get(base + "/v1/queues", timeout=5)
+            break
+        except requests.ConnectionError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise
+            time.sleep(0.1)
+    return proc, base, sock
+
+
+def stop(proc: Any, sock: Any) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    sock.close()
+
+
+def wait_for_server_connections_to_close(timeout: float = 20.0) -> None:
+    """PostgreSQL ends a backend shortly after its client goes; the test database can be
+    dropped only once the server's backends are gone."""
+    from django.db import connection
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                [SERVER_APP_NAME],
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def live_url(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
+    proc, base, sock = start_uvicorn()
+    yield base
+    stop(proc, sock)
+    with django_db_blocker.unblock():
+        wait_for_server_connections_to_close()
+
+
+@pytest.fixture
+def make_user(transactional_db: Any) -> Callable[..., Any]:
+    from django.contrib.auth import get_user_model
+
+    def make(name: str | None = None, **flags: Any) -> Any:
+        user_model = get_user_model()
+        user = user_model(username=name or "u_" + uuid.uuid4().hex[:8], **flags)
+        user.set_password(PASSWORD)
+        user.save()
+        return user
+
+    return make
+
+
+@pytest.fixture
+def client_for(live_url: str) -> Iterator[Callable[[Any], requests.Session]]:
+    """``client_for(user)``: a keep-alive requests session logged in with HTTP basic."""
+    sessions: list[requests.Session] = []
+
+    def make(user: Any = None) -> requests.Session:
+        session = Api(live_url)
+        if user is not None:
+            session.auth = (user.get_username(), PASSWORD)
+        sessions.append(session)
+        return session
+
+    yield make
+    for session in sessions:
+        session.close()
+
+
+class Api(requests.Session):
+    """A requests session whose paths are relative to the live server."""
+
+    def __init__(self, base: str) -> None:
+        super().__init__()
+        self.base = base
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("timeout", 60)
+        return super().request(method, self.base + str(url), *args, **kwargs)
+
+
+@pytest.fixture
+def admin_api(make_user: Callable[..., Any], client_for: Any) -> requests.Session:
+    return client_for(make_user(is_staff=True, is_superuser=True))

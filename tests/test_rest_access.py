@@ -1,0 +1,163 @@
+"""Authentication and grants over real HTTP: 401 without credentials, 403 without a grant,
+nothing changed either way; a staff user sees and touches only granted queues."""
+
+from __future__ import annotations
+
+import pytest
+
+import pgq_django as pgq
+
+
+@pytest.fixture
+def setup(make_user):
+    owner = make_user(is_staff=True)
+    reader = make_user(is_staff=True)
+    stranger = make_user(is_staff=True)
+    pgq.create_queue("q_mine", owner=owner)
+    pgq.create_queue("q_other")
+    pgq.grant_queue_access("q_mine", reader, read=True, write=False, manage=False)
+    pgq.send("q_mine", "hello")
+    return owner, reader, stranger
+
+
+def test_no_credentials_answers_401_and_changes_nothing(setup, client_for):
+    anonymous = client_for(None)
+    for method, path, body in [
+        ("get", "/v1/queues", None),
+        ("post", "/v1/queues", {"id": "q_new"}),
+        ("get", "/v1/queues/q_mine/messages", None),
+        ("post", "/v1/queues/q_mine/messages", {"body": 1}),
+        ("delete", "/v1/queues/q_mine", None),
+        ("put", "/v1/queues/q_mine/purge", None),
+        ("get", "/metrics", None),
+    ]:
+        response = getattr(anonymous, method)(path, json=body)
+        assert response.status_code == 401, (path, response.text)
+        assert response.json()["error"]["code"] == "not_authenticated"
+        assert "WWW-Authenticate" in response.headers
+    assert pgq.metrics("q_mine").queue_length == 1
+    assert [q.name for q in pgq.list_queues()] == ["q_mine", "q_other"]
+
+
+def test_wrong_password_answers_401(setup, client_for, live_url):
+    session = client_for(None)
+    session.auth = (setup[0].get_username(), "wrong")
+    response = session.get("/v1/queues")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "authentication_failed"
+
+
+def test_a_user_sees_only_queues_granted_to_them(setup, client_for):
+    owner, reader, stranger = setup
+    assert [q["id"] for q in client_for(owner).get("/v1/queues").json()["data"]] == ["q_mine"]
+    assert [q["id"] for q in client_for(reader).get("/v1/queues").json()["data"]] == ["q_mine"]
+    assert client_for(stranger).get("/v1/queues").json()["data"] == []
+
+
+def test_without_a_grant_every_call_answers_403_and_changes_nothing(setup, client_for):
+    _, _, stranger = setup
+    api = client_for(stranger)
+    for method, path, body in [
+        ("get", "/v1/queues/q_mine", None),
+        ("put", "/v1/queues/q_mine", {"ack_deadline_seconds": 5}),
+        ("delete", "/v1/queues/q_mine", None),
+        ("get", "/v1/queues/q_mine/stats", None),
+        ("put", "/v1/queues/q_mine/purge", None),
+        ("put", "/v1/queues/q_mine/cleanup", None),
+        ("get", "/v1/queues/q_mine/messages", None),
+        ("get", "/v1/queues/q_mine/messages?wait_seconds=1", None),
+        ("post", "/v1/queues/q_mine/messages", {"body": "intruder"}),
+        ("post", "/v1/queues/q_mine/messages", {"messages": [{"body": 1}]}),
+        ("put", "/v1/queues/q_mine/messages/1/ack", None),
+        ("put", "/v1/queues/q_mine/messages/ack", {"ids": [1]}),
+        ("post", "/v1/queues", {"id": "q_created_by_stranger"}),
+    ]:
+        response = getattr(api, method)(path, json=body)
+        assert response.status_code == 403, (method, path, response.text)
+        assert response.json()["error"]["code"] == "permission_denied"
+    m = pgq.metrics("q_mine")
+    assert (m.queue_length, m.total_messages, m.in_flight) == (1, 1, 0)
+    assert pgq.get_queue("q_mine").visibility_timeout == 30
+    assert [q.name for q in pgq.list_queues()] == ["q_mine", "q_other"]
+
+
+def test_a_read_grant_consumes_and_acks_but_cannot_send_or_manage(setup, client_for):
+    _, reader, _ = setup
+    api = client_for(reader)
+    [message] = api.get("/v1/queues/q_mine/messages").json()["data"]
+    assert api.post("/v1/queues/q_mine/messages", json={"body": 2}).status_code == 403
+    assert api.put("/v1/queues/q_mine/purge").status_code == 403
+    assert api.put(f"/v1/queues/q_mine/messages/{message['receipt']}/ack").status_code == 204
+    assert pgq.metrics("q_mine").queue_length == 0
+
+
+def test_the_owner_manages_and_a_staff_user_with_add_permission_creates(setup, client_for):
+    from django.contrib.auth.models import Permission
+
+    owner, _, stranger = setup
+    api = client_for(owner)
+    changed = api.put("/v1/queues/q_mine", json={"ack_deadline_seconds": 5, "max_retries": 2})
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["ack_deadline_seconds"] == 5 and changed.json()["max_retries"] == 2
+    stranger.user_permissions.add(Permission.objects.get(codename="add_queue"))
+    created = client_for(stranger).post("/v1/queues", json={"id": "q_strangers"})
+    assert created.status_code == 201, created.text
+    assert pgq.get_queue("q_strangers").owner == stranger
+    # The creator owns it and so may use it; others still may not.
+    assert client_for(stranger).get("/v1/queues/q_strangers/messages").status_code == 200
+    assert client_for(owner).get("/v1/queues/q_strangers").status_code == 403
+
+
+def test_publishing_needs_the_publish_grant(setup, client_for, make_user):
+    owner, _, stranger = setup
+    pgq.create_exchange("x_events", owner=owner)
+    pgq.bind_queue("q_mine", "x_events")
+    refused = client_for(stranger).post("/v1/topics/x_events/messages", json={"body": 1})
+    assert refused.status_code == 403
+    pgq.grant_publish_access("x_events", stranger)
+    published = client_for(stranger).post("/v1/topics/x_events/messages", json={"body": 1})
+    assert published.status_code == 201, published.text
+    assert pgq.metrics("q_mine").queue_length == 2
+    # Subscribing routes a topic into a queue: it needs manage on both.
+    sub = {"id": "s1", "topic_id": "x_events", "queue_id": "q_other"}
+    assert client_for(stranger).post("/v1/subscriptions", json=sub).status_code == 403
+
+
+def test_token_authentication_works_when_authtoken_is_installed(setup, client_for):
+    from rest_framework.authtoken.models import Token
+
+    owner = setup[0]
+    token = Token.objects.create(user=owner)
+    session = client_for(None)
+    session.headers["Authorization"] = f"Token {token.key}"
+    assert [q["id"] for q in session.get("/v1/queues").json()["data"]] == ["q_mine"]
+
+
+def test_session_authentication_needs_the_csrf_token_for_changes(setup, client_for, live_url):
+    import requests
+
+    owner = setup[0]
+    browser = requests.Session()
+    login_page = browser.get(live_url + "/admin/login/")
+    csrf = browser.cookies["csrftoken"]
+    browser.post(
+        live_url + "/admin/login/",
+        data={
+            "username": owner.get_username(),
+            "password": __import__("tests.rest_server", fromlist=["PASSWORD"]).PASSWORD,
+            "csrfmiddlewaretoken": csrf,
+            "next": "/admin/",
+        },
+        headers={"Referer": login_page.url},
+    )
+    assert browser.get(live_url + "/v1/queues").status_code == 200
+    refused = browser.post(live_url + "/v1/queues/q_mine/messages", json={"body": 1})
+    assert refused.status_code == 403
+    assert pgq.metrics("q_mine").queue_length == 1
+    allowed = browser.post(
+        live_url + "/v1/queues/q_mine/messages",
+        json={"body": 1},
+        headers={"X-CSRFToken": browser.cookies["csrftoken"], "Referer": live_url + "/"},
+    )
+    assert allowed.status_code == 201, allowed.text
+    browser.close()

@@ -1,0 +1,70 @@
+"""Five hundred concurrent long-polls on one uvicorn process, woken by one send.
+
+Each waiter is a coroutine registered with the process's one LISTEN connection; the server
+runs its synchronous work on a fixed pool of threads (pgq_django.asgi), so no thread or
+database connection is held per waiting client. Latency and memory are measured by
+bench/rest.py; this test asserts correctness: every waiter gets exactly one message and no
+message is delivered twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+import pgq_django as pgq
+
+WAITERS = 500
+
+
+@pytest.mark.slow
+def test_five_hundred_long_polls_are_all_woken_and_each_message_is_delivered_once(
+    admin_api, live_url
+):
+    import aiohttp
+
+    assert admin_api.post("/v1/queues", json={"id": "q_longpoll"}).status_code == 201
+    headers = {"Authorization": aiohttp.encode_basic_auth(*admin_api.auth)}
+
+    def send_all() -> list[int]:
+        from django.db import connections
+
+        try:
+            return pgq.send_batch("q_longpoll", list(range(WAITERS)))
+        finally:
+            connections.close_all()
+
+    async def scenario() -> tuple[list[list[dict]], list[int]]:
+        connector = aiohttp.TCPConnector(limit=0)
+        timeout = aiohttp.ClientTimeout(total=120)
+        async with aiohttp.ClientSession(
+            connector=connector, headers=headers, timeout=timeout
+        ) as http:
+
+            async def long_poll() -> list[dict]:
+                url = f"{live_url}/v1/queues/q_longpoll/messages?limit=1&wait_seconds=20"
+                async with http.get(url) as response:
+                    assert response.status == 200, await response.text()
+                    return (await response.json())["data"]
+
+            polls = [asyncio.create_task(long_poll()) for _ in range(WAITERS)]
+            deadline = time.monotonic() + 60
+            while True:
+                async with http.get(f"{live_url}/_test/waiters") as response:
+                    waiting = (await response.json())["waiters"]
+                if waiting >= WAITERS:
+                    break
+                assert time.monotonic() < deadline, f"only {waiting} waiters registered"
+                assert not any(p.done() for p in polls), "a poll ended before any send"
+                await asyncio.sleep(0.05)
+            ids = await asyncio.to_thread(send_all)
+            return await asyncio.gather(*polls), ids
+
+    results, sent = asyncio.run(scenario())
+    received = [m["id"] for batch in results for m in batch]
+    assert all(len(batch) == 1 for batch in results)
+    assert len(received) == len(set(received)) == WAITERS
+    assert set(received) == set(sent)
+    assert all(m["delivery_attempts"] == 1 for batch in results for m in batch)
