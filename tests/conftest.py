@@ -130,3 +130,42 @@ def fresh_database() -> Iterator[str]:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+def wait_until(
+    condition: Callable[[], object], *, timeout: float = 60.0, what: str = "condition"
+) -> None:
+    """Poll ``condition`` until it is true; the timeout only guards against a hang.
+
+    Tests wait for an observable state this way instead of sleeping a guessed time, so a slow
+    machine makes them slower, never flaky.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.02)
+
+
+def time_passes(queue: Any, seconds: float) -> int:
+    """Make ``seconds`` pass for the messages of ``queue``: every clock on their rows moves back.
+
+    Visibility timeouts, delays and expiry are comparisons with ``now()``, so shifting a
+    message's ``vt``, ``enqueued_at`` and ``expires_at`` into the past is the same, for the
+    database, as waiting; tests stay exact and fast instead of sleeping past a deadline.
+    Returns how many messages moved.
+    """
+    from django.db import connection
+
+    name = queue if isinstance(queue, str) else queue.name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE pgq_message SET vt = vt - make_interval(secs => %s),"
+            " enqueued_at = enqueued_at - make_interval(secs => %s),"
+            " expires_at = expires_at - make_interval(secs => %s)"
+            " WHERE queue_id = (SELECT id FROM pgq_queue WHERE name = %s)",
+            [seconds, seconds, seconds, name],
+        )
+        return int(cursor.rowcount)

@@ -8,6 +8,7 @@ import pytest
 
 import pgq_django as pgq
 from pgq_django.models import ArchivedMessage, Message, Receipt
+from tests.conftest import time_passes
 
 
 def test_send_returns_increasing_ids_and_stores_every_field(queue):
@@ -49,7 +50,7 @@ def test_read_leases_a_message_until_its_visibility_timeout(queue):
     [m] = pgq.read(queue, vt=0.3)
     assert (m.msg_id, m.message, m.read_ct, m.queue_name) == (msg_id, "hello", 1, queue.name)
     assert pgq.read(queue) == []
-    time.sleep(0.4)
+    time_passes(queue, 0.4)
     [again] = pgq.read(queue, vt=30)
     assert (again.msg_id, again.read_ct) == (msg_id, 2)
 
@@ -59,7 +60,7 @@ def test_read_uses_the_queue_visibility_timeout_by_default(make_queue):
     pgq.send(q, 1)
     assert len(pgq.read(q)) == 1
     assert pgq.read(q) == []
-    time.sleep(0.3)
+    time_passes(q, 0.3)
     assert len(pgq.read(q)) == 1
 
 
@@ -84,14 +85,14 @@ def test_delay_hides_a_message_until_it_is_due(make_queue):
     pgq.send(q, "queue delay")
     soon = pgq.send(q, "no delay", delay=0)
     assert [m.msg_id for m in pgq.read(q, qty=5)] == [soon]
-    time.sleep(0.4)
+    time_passes(q, 0.4)
     assert [m.message for m in pgq.read(q, qty=5)] == ["queue delay"]
 
 
 def test_an_expired_message_is_never_delivered_and_is_archived_as_expired(queue):
     gone = pgq.send(queue, "short-lived", expires_in=0.1)
     kept = pgq.send(queue, "kept")
-    time.sleep(0.2)
+    time_passes(queue, 0.2)
     assert [m.msg_id for m in pgq.read(queue, qty=5, vt=0)] == [kept]
     assert pgq.expire_messages(queue) == 1
     archived = ArchivedMessage.objects.get(msg_id=gone)
@@ -166,7 +167,7 @@ def test_set_vt_extends_or_ends_a_lease(queue):
     assert released.msg_id == msg_id
     assert [x.msg_id for x in pgq.read(queue, vt=0.2)] == [msg_id]
     pgq.set_vt(queue, msg_id, 60)
-    time.sleep(0.3)
+    time_passes(queue, 0.3)
     assert pgq.read(queue) == []
     assert pgq.set_vt(queue, 10**12, 5) is None
 
@@ -184,7 +185,7 @@ def test_nack_with_delay_makes_the_message_visible_again_later(queue):
     [m] = pgq.read(queue)
     assert pgq.nack(queue, m.receipt, delay=0.2) is True
     assert pgq.read(queue) == []
-    time.sleep(0.3)
+    time_passes(queue, 0.3)
     [again] = pgq.read(queue)
     assert (again.msg_id, again.read_ct) == (msg_id, 2)
     assert pgq.nack(queue, 10**12) is False

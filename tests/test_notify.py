@@ -11,6 +11,7 @@ from django.db import connection, connections
 
 import pgq_django as pgq
 from pgq_django import notify
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,13 +27,6 @@ def listen_backends() -> int:
             [SERVER_APP_NAME],
         )
         return int(cursor.fetchone()[0])
-
-
-def wait_until(condition, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def test_forty_short_threads_polling_share_one_listen_backend(queue_name):

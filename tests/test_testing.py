@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pytest
 
 from pgq_django.testing import HANDLES_FILE, dsn_to_django
 
-from .conftest import ROOT
+from .conftest import ROOT, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -40,14 +39,6 @@ print("ready", flush=True)
 if sys.argv[2] != "exit":
     time.sleep(600)
 """
-
-
-def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -113,7 +104,7 @@ def test_sigterm_detaches_and_the_last_process_stops_the_server(data_dir, attach
     # A process with a SIGTERM handler of its own exits through it, and so through atexit.
     second.send_signal(signal.SIGTERM)
     assert second.wait(timeout=60) == 3
-    _wait_for(lambda: not psutil.pid_exists(server), "the server to stop")
+    wait_until(lambda: not psutil.pid_exists(server), what="the server to stop")
     assert _handles(data_dir) == []
 
 
@@ -129,7 +120,7 @@ def test_a_killed_process_leaves_a_stale_pid_the_next_process_clears(data_dir, a
     # last handle when it exits, stops it.
     later = attach("exit")
     assert later.wait(timeout=60) == 0
-    _wait_for(lambda: not psutil.pid_exists(server), "the server to stop")
+    wait_until(lambda: not psutil.pid_exists(server), what="the server to stop")
     assert _handles(data_dir) == []
 
 

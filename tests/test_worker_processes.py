@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
 from django.db import connection
 from django.utils import timezone
 
 import pgq_django as pgq
+from tests.conftest import wait_until
 from tests.worker_handlers import EFFECTS_DDL
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -44,15 +44,6 @@ def effects(queue) -> list[tuple[int, int, int]]:
             [queue.name],
         )
         return cur.fetchall()
-
-
-def wait_until(predicate, *, timeout: float = 60.0, what: str = "condition") -> None:
-    """Wait for something to become true; the timeout only guards against hanging."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def finish(proc, timeout: float = 120.0) -> tuple[int, str]:
