@@ -38,34 +38,48 @@ needs_chromium = pytest.mark.skipif(
 # -- browser -----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def browser_page(live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """A logged-in Chromium page on the live server, as a superuser."""
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """One Chromium for the whole module: launching it costs seconds, a fresh context does not.
+
+    Playwright's sync API runs an event loop on this thread for as long as it is started; the
+    tests' own ORM calls are still plain synchronous code, which Django would otherwise refuse
+    next to a loop, so the module runs with DJANGO_ALLOW_ASYNC_UNSAFE.
+    """
     from playwright.sync_api import sync_playwright
 
-    # Playwright's sync API runs an event loop on this thread; the test's own ORM calls are
-    # still plain synchronous code, which Django would otherwise refuse next to a loop.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=CHROMIUM,
+                args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+            )
+            try:
+                yield browser
+            finally:
+                browser.close()
+
+
+@pytest.fixture
+def browser_page(live_server: Any, chromium: Any) -> Iterator[Any]:
+    """A logged-in page, as a superuser, in a context (cookies, storage) of its own."""
     User.objects.create_superuser("admin", "admin@example.com", PASSWORD)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.set_default_timeout(15_000)
-        page.goto(live_server.url + "/admin/login/?next=/admin/")
-        page.fill("#id_username", "admin")
-        page.fill("#id_password", PASSWORD)
-        page.click("input[type=submit]")
-        page.wait_for_url(live_server.url + "/admin/")
-        try:
-            yield page
-        finally:
-            browser.close()
-            # ORM calls made while Playwright's loop is installed open their own connection;
-            # close it here so the test database can be dropped at the end of the run.
-            connections.close_all()
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.goto(live_server.url + "/admin/login/?next=/admin/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(live_server.url + "/admin/")
+    try:
+        yield page
+    finally:
+        context.close()
+        # ORM calls made while Playwright's loop is installed open their own connection;
+        # close it here so the test database can be dropped at the end of the run.
+        connections.close_all()
 
 
 def _dead_lettered(source: Queue, body: Any) -> int:
