@@ -87,6 +87,7 @@ _EXPORTS: dict[str, str] = {
     "PermissionDenied": "exceptions",
     "QueuePaused": "exceptions",
     "QueueFull": "exceptions",
+    "ConnectionLost": "exceptions",
 }
 
 # Functions that get an ``a``-prefixed async twin.

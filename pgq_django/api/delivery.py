@@ -17,6 +17,7 @@ from ..exceptions import InvalidArgument, QueueNotFound
 from ..models import Outcome
 from . import validation as v
 from .messages import _missing, _ref
+from .recovery import recovers
 
 # Outcomes a live message can have in a Result, beside the archive's outcomes.
 PENDING = "pending"
@@ -57,6 +58,7 @@ class Result:
         return asdict(self)
 
 
+@recovers()
 def result(msg_id: Any) -> Result | None:
     """The state of a message by id, live or archived; None if it left no trace.
 
@@ -84,6 +86,7 @@ def result(msg_id: Any) -> Result | None:
     )
 
 
+@recovers()
 def cancel(queue: Any, msg_id: Any) -> bool:
     """Cancel a message: a pending one is archived as ``cancelled`` at once; a leased one is
     flagged ``cancel_requested`` (see :func:`cancel_requested`) and is archived as cancelled
@@ -95,6 +98,7 @@ def cancel(queue: Any, msg_id: Any) -> bool:
     return row[1] is not None
 
 
+@recovers()
 def cancel_requested(msg_id: Any) -> bool:
     """Whether :func:`cancel` was called for a message a handler is working on.
 
@@ -105,6 +109,7 @@ def cancel_requested(msg_id: Any) -> bool:
     return bool(row and row[0])
 
 
+@recovers(False)
 def redrive(dead_letter_queue: Any, *, to: Any = None, limit: int | None = None) -> int:
     """Move messages from a dead-letter queue back to where they failed (or to ``to``).
 
@@ -129,6 +134,7 @@ def redrive(dead_letter_queue: Any, *, to: Any = None, limit: int | None = None)
     return int(row[1])
 
 
+@recovers()
 def register_callback(queue: Any, callback: str) -> Any:
     """Set the dotted path of the function workers call for each message (pgpro).
 
@@ -150,6 +156,7 @@ def register_callback(queue: Any, callback: str) -> Any:
     return alter_queue(queue, callback=path)
 
 
+@recovers()
 def unregister_callback(queue: Any) -> Any:
     """Remove a queue's callback; its messages wait until a handler or callback appears."""
     from .queues import alter_queue
@@ -178,6 +185,7 @@ def send_deduplicated(name: str, body: str, *, size: int, **options: Any) -> int
     return int(row[1])
 
 
+@recovers()
 def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
     """Acknowledge a message and record what its handler produced.
 
@@ -206,6 +214,7 @@ def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
     return bool(deleted)
 
 
+@recovers()
 def release_leases(queue: Any, msg_ids: Any) -> list[int]:
     """Hand leased messages back unstarted: visible now, the unused delivery not counted.
 
@@ -232,6 +241,7 @@ def release_leases(queue: Any, msg_ids: Any) -> list[int]:
     return list(row[1])
 
 
+@recovers()
 def archive_cancelled(queue: Any, msg_id: Any) -> bool:
     """Archive a leased message whose cancellation was requested, as ``cancelled``.
 

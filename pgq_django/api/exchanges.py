@@ -24,12 +24,14 @@ from ..models import Binding, Exchange, ExchangeType, Queue
 from . import validation as v
 from .messages import _send_options
 from .queues import get_queue
+from .recovery import has_dedup_id, recovers
 
 
 def _db() -> str:
     return settings.DATABASE
 
 
+@recovers()
 def get_exchange(exchange: Any) -> Exchange:
     """The Exchange for a name or instance; raises ExchangeNotFound."""
     name = v.name(exchange, kind="exchange")
@@ -39,6 +41,7 @@ def get_exchange(exchange: Any) -> Exchange:
         raise ExchangeNotFound(f"Exchange {name!r} does not exist.", exchange=name) from None
 
 
+@recovers(False)
 def create_exchange(name: str, type: str = "fanout", *, owner: Any = None) -> Exchange:
     """Create an exchange of type fanout, direct, topic or headers.
 
@@ -56,10 +59,12 @@ def create_exchange(name: str, type: str = "fanout", *, owner: Any = None) -> Ex
         raise ExchangeAlreadyExists(f"Exchange {name!r} already exists.", exchange=name) from None
 
 
+@recovers()
 def list_exchanges() -> list[Exchange]:
     return list(Exchange.objects.using(_db()).order_by("name"))
 
 
+@recovers()
 def drop_exchange(name: Any, *, cascade: bool = False) -> bool:
     """Remove an exchange; False if there was no such exchange.
 
@@ -93,6 +98,7 @@ def drop_exchange(name: Any, *, cascade: bool = False) -> bool:
     return True
 
 
+@recovers()
 def bind_queue(
     queue: Any, exchange: Any, routing_key: str | None = None, *, filters: Any = None
 ) -> Binding:
@@ -121,6 +127,7 @@ def bind_queue(
     return binding
 
 
+@recovers()
 def unbind_queue(queue: Any, exchange: Any, routing_key: str | None = None) -> int:
     """Stop routing to the queue: one routing key, or every binding when ``routing_key`` is
     None. Returns how many bindings were removed (0 is not an error)."""
@@ -133,6 +140,7 @@ def unbind_queue(queue: Any, exchange: Any, routing_key: str | None = None) -> i
     return deleted
 
 
+@recovers()
 def list_bindings(*, exchange: Any = None, queue: Any = None) -> list[Binding]:
     """Bindings of one exchange, one queue, both, or all, with their exchange and queue."""
     found = Binding.objects.using(_db()).select_related("exchange", "queue")
@@ -143,6 +151,7 @@ def list_bindings(*, exchange: Any = None, queue: Any = None) -> list[Binding]:
     return list(found.order_by("exchange__name", "queue__name", "routing_key"))
 
 
+@recovers(has_dedup_id)
 def publish(
     exchange: Any, message: Any, *, routing_key: str | None = None, **send_options: Any
 ) -> list[int]:

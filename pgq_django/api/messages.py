@@ -15,6 +15,7 @@ from ..exceptions import InvalidArgument, MessageTooLarge, QueueNotFound, QueueP
 from ..managers import MessageRef
 from ..models import Message, Receipt
 from . import validation as v
+from .recovery import has_dedup_id, recovers
 
 
 def _manager() -> Any:
@@ -65,6 +66,7 @@ def _send_options(
     }
 
 
+@recovers(has_dedup_id)
 def send(queue: Any, message: Any, **options: Any) -> int:
     """Put one message on a queue; returns its msg_id.
 
@@ -74,6 +76,7 @@ def send(queue: Any, message: Any, **options: Any) -> int:
     return send_batch(queue, [message], **options)[0]
 
 
+@recovers(has_dedup_id)
 def send_batch(queue: Any, messages: Iterable[Any], **options: Any) -> list[int]:
     """Put several messages on a queue in one round trip; ids come back in input order."""
     name = v.name(queue)
@@ -99,6 +102,7 @@ def send_batch(queue: Any, messages: Iterable[Any], **options: Any) -> list[int]
     return list(ids)
 
 
+@recovers()
 def read(queue: Any, *, vt: Any = None, qty: int = 1, filters: Any = None) -> list[Message]:
     """Lease up to ``qty`` visible messages, best priority first, then oldest.
 
@@ -138,6 +142,7 @@ def _poll_window(
     return name, time.monotonic() + wait, interval
 
 
+@recovers()
 def read_with_poll(
     queue: Any,
     *,
@@ -194,6 +199,7 @@ async def aread_with_poll(
         await wakeups.close()
 
 
+@recovers()
 def pop(queue: Any, qty: int = 1) -> list[Message]:
     """Take up to ``qty`` visible messages off the queue at once (read and delete)."""
     name = v.name(queue)
@@ -202,6 +208,7 @@ def pop(queue: Any, qty: int = 1) -> list[Message]:
     return _named(messages, name)
 
 
+@recovers()
 def read_by_id(queue: Any, msg_id: int) -> Message | None:
     """One message of the queue by id, leased or not, without leasing it."""
     name = v.name(queue)
@@ -232,6 +239,7 @@ def _refs(values: Any) -> tuple[bool, list[MessageRef]]:
     return single, refs
 
 
+@recovers()
 def delete(queue: Any, msg_ids: Any) -> bool | list[int]:
     """Acknowledge: remove messages (archive them as ``acked`` with archive_on_ack).
 
@@ -246,6 +254,7 @@ def delete(queue: Any, msg_ids: Any) -> bool | list[int]:
     return bool(deleted) if single else list(deleted)
 
 
+@recovers()
 def archive(queue: Any, msg_ids: Any) -> bool | list[int]:
     """Move messages to the archive with outcome ``archived`` (PGMQ archive)."""
     name = v.name(queue)
@@ -256,6 +265,7 @@ def archive(queue: Any, msg_ids: Any) -> bool | list[int]:
     return bool(moved) if single else list(moved)
 
 
+@recovers()
 def set_vt(queue: Any, msg_id: Any, vt: Any) -> Message | None:
     """Make a message visible ``vt`` seconds from now (extend a lease, or end it with 0)."""
     name = v.name(queue)
@@ -265,6 +275,7 @@ def set_vt(queue: Any, msg_id: Any, vt: Any) -> Message | None:
     return _named([message], name)[0] if message else None
 
 
+@recovers()
 def nack(queue: Any, msg_id: Any, *, delay: Any = None, error: str | None = None) -> bool:
     """Report a failed delivery: the message comes back after ``delay`` seconds.
 
@@ -284,6 +295,7 @@ def nack(queue: Any, msg_id: Any, *, delay: Any = None, error: str | None = None
     return outcome is not None
 
 
+@recovers()
 def expire_messages(queue: Any = None) -> int:
     """Archive as ``expired`` every message past its retention or expires_in."""
     queue_id = None

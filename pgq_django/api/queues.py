@@ -10,6 +10,7 @@ from ..conf import settings
 from ..exceptions import InvalidArgument, QueueAlreadyExists, QueueNotFound
 from ..models import Backoff, Message, Queue
 from . import validation as v
+from .recovery import recovers
 
 # Fields alter_queue() accepts, each with the check that normalises it.
 _DURATIONS = ("visibility_timeout", "delivery_delay", "retry_delay", "backoff_cap")
@@ -59,6 +60,7 @@ def _queue_fields(options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@recovers()
 def get_queue(queue: Any) -> Queue:
     """The Queue for a name or instance; raises QueueNotFound."""
     name = v.name(queue)
@@ -68,6 +70,7 @@ def get_queue(queue: Any) -> Queue:
         raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name) from None
 
 
+@recovers(False)
 def create_queue(
     name: str,
     *,
@@ -115,6 +118,7 @@ def _default(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
+@recovers()
 def alter_queue(name: Any, **changes: Any) -> Queue:
     """Change a queue's settings; takes effect for the next read, send or nack."""
     queue = get_queue(name)
@@ -130,12 +134,14 @@ def alter_queue(name: Any, **changes: Any) -> Queue:
     return queue
 
 
+@recovers()
 def drop_queue(name: Any) -> bool:
     """Remove a queue with its messages and archive; False if there was no such queue."""
     deleted, _ = Queue.objects.using(_db()).filter(name=v.name(name)).delete()
     return deleted > 0
 
 
+@recovers()
 def purge_queue(name: Any) -> int:
     """Delete every message of the queue (leased ones too); returns how many."""
     queue_id, count = Message.objects.db_manager(_db()).purge(v.name(name))
@@ -144,16 +150,19 @@ def purge_queue(name: Any) -> int:
     return count
 
 
+@recovers()
 def list_queues() -> list[Queue]:
     """Every queue, in name order (PGMQ ``list_queues``)."""
     return list(Queue.objects.using(_db()).order_by("name"))
 
 
+@recovers()
 def pause_queue(name: Any) -> Queue:
     """Stop deliveries: reads raise QueuePaused and workers skip it; sends still land."""
     return _set_flag(name, paused=True)
 
 
+@recovers()
 def resume_queue(name: Any) -> Queue:
     """Deliver again after :func:`pause_queue`; waiting consumers are woken at once."""
     return _set_flag(name, paused=False)
