@@ -14,6 +14,7 @@ validate arguments before they get here; values always travel as query parameter
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -375,8 +376,42 @@ class MessageQuerySet(models.QuerySet):
 
 # A prepare threshold no statement reaches by repetition: only explicit prepares happen.
 _PREPARE_ONLY_WHEN_ASKED = 2**31 - 1
-# Raw connections already set up for our statements (see _SqlManager._execute).
-_CONFIGURED: weakref.WeakSet[Any] = weakref.WeakSet()
+# Raw connections already set up for our statements, with the pid of the process that set
+# them up (see execute_statement): a forked child must not use its parent's connection.
+_CONFIGURED: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+# Connections a forked child inherited and let go of. Kept referenced so they are never
+# garbage-collected in the child: psycopg would not close them there (it checks the pid),
+# but it would warn about an open connection being deleted.
+_ABANDONED: list[Any] = []
+
+
+def _abandon(db: Any) -> None:
+    """Let go of a connection that belongs to the parent process, without closing it.
+
+    Closing it would send PostgreSQL a Terminate message over the socket the parent still
+    uses, ending the parent's session. Django opens a new connection on next use.
+    """
+    _ABANDONED.append(db.connection)
+    db.connection = None
+
+
+def _forget_inherited_connections() -> None:
+    """After ``fork()``, in the child: abandon the connections of the forking thread.
+
+    Any query the child made on them would share the parent's server session — interleaved
+    protocol messages, and ``DuplicatePreparedStatement`` once both prepare statements under
+    the same names. Other threads do not exist in the child.
+    """
+    try:
+        for db in connections.all(initialized_only=True):
+            if db.connection is not None:
+                _abandon(db)
+    except Exception:  # Django not configured in this process: nothing to forget
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited_connections)
 
 
 class _PreparingCursor(psycopg.Cursor):  # type: ignore[type-arg]
@@ -414,15 +449,22 @@ def execute_statement(sql: str, params: Any, alias: str | None = None) -> Any:
     connection's transaction state all apply as usual. With
     ``PGQ["PREPARED_STATEMENTS"] = False`` (for poolers that cannot keep prepared
     statements) the statements are bound on the server but never prepared.
+
+    A connection set up in another process (this one was forked after using the database)
+    is abandoned for a new one, so parent and child never share a session: see "Forked
+    processes" in docs/design.md.
     """
     from .conf import settings
 
     db = connections[alias or settings.DATABASE]
+    pid = os.getpid()
+    if db.connection is not None and _CONFIGURED.get(db.connection, pid) != pid:
+        _abandon(db)  # set up by the process we were forked from (see _abandon)
     db.close_if_health_check_failed()
     db.ensure_connection()
     db.validate_thread_sharing()
     raw = db.connection
-    if raw not in _CONFIGURED:
+    if _CONFIGURED.get(raw) != pid:
         if raw.prepare_threshold is None:
             # Django turns preparing off per connection; allow it for the statements
             # that ask (ours) without making Django's own queries start preparing.
@@ -430,7 +472,7 @@ def execute_statement(sql: str, params: Any, alias: str | None = None) -> Any:
         # Django maps jsonb to a text loader; our binary results need psycopg's binary
         # jsonb loader. Django's own queries use the text format and are unaffected.
         raw.adapters.register_loader("jsonb", JsonbBinaryLoader)
-        _CONFIGURED.add(raw)
+        _CONFIGURED[raw] = pid
     with db.wrap_database_errors:
         inner: Any = _PreparingCursor(raw, prepare=bool(settings.PREPARED_STATEMENTS))
     cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)

@@ -105,8 +105,9 @@ def test_after_a_real_server_restart_the_api_reconnects(queue):
     pgq.send(queue, "before")
     old = backend_pid()
     server = devdb._server
-    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user,
-           timeout=60)
+    pg_ctl(
+        ["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60
+    )
     assert pgq.send(queue, "after")
     assert [m.message for m in pgq.read(queue, qty=10)] == ["before", "after"]
     assert backend_pid() != old
@@ -169,9 +170,7 @@ def test_a_read_cut_off_mid_statement_is_retried_once(queue, admin):
     assert [m.message for m in blocked.result] == ["only"]
 
 
-def test_a_send_cut_off_mid_statement_is_not_retried_and_says_the_outcome_is_unknown(
-    queue, admin
-):
+def test_a_send_cut_off_mid_statement_is_not_retried_and_says_the_outcome_is_unknown(queue, admin):
     blocked = Blocked(admin, lambda: pgq.send(queue, "maybe")).run()
     assert isinstance(blocked.error, pgq.ConnectionLost)
     assert isinstance(blocked.error, OperationalError)  # still a database error
