@@ -21,8 +21,10 @@ zero words without special cases around the separators.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from .api.validation import is_utf8
 from .exceptions import InvalidArgument
 
 MAX_ROUTING_KEY = 255
@@ -60,12 +62,27 @@ def routing_key(value: Any) -> str:
     """A routing key or binding pattern: a string of at most 255 characters, None as ``""``."""
     if value is None:
         return ""
-    if not isinstance(value, str) or len(value) > MAX_ROUTING_KEY or "\x00" in value:
+    if (
+        not isinstance(value, str)
+        or len(value) > MAX_ROUTING_KEY
+        or "\x00" in value
+        or not is_utf8(value)
+    ):
         raise InvalidArgument(
-            f"routing_key must be a string of at most {MAX_ROUTING_KEY} characters, not {value!r}.",
+            f"routing_key must be a string of at most {MAX_ROUTING_KEY} characters, without NUL "
+            f"or lone surrogates, not {value!r}.",
             field="routing_key",
         )
     return value
+
+
+def _storable(value: Any) -> bool:
+    """Whether a filter key or value survives as jsonb: finite numbers, clean strings."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        return "\x00" not in value and is_utf8(value)
+    return isinstance(value, int | bool)
 
 
 def binding_filters(value: Any) -> dict[str, list[Any]]:
@@ -85,12 +102,14 @@ def binding_filters(value: Any) -> dict[str, list[Any]]:
         if (
             not isinstance(key, str)
             or not key
+            or not _storable(key)
             or not isinstance(allowed, list | tuple)
             or not allowed
-            or not all(isinstance(a, _FILTER_SCALARS) for a in allowed)
+            or not all(isinstance(a, _FILTER_SCALARS) and _storable(a) for a in allowed)
         ):
             raise InvalidArgument(
-                f"{problem} (strings, numbers or booleans); {key!r}: {allowed!r} is not.",
+                f"{problem} (strings without NUL or lone surrogates, finite numbers or "
+                f"booleans); {key!r}: {allowed!r} is not.",
                 field="filters",
             )
         out[key] = list(allowed)

@@ -7,7 +7,7 @@ all its copies together with the caller's own rows.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 from django.db import IntegrityError, transaction
 
@@ -22,7 +22,7 @@ from ..exceptions import (
 )
 from ..models import Binding, Exchange, ExchangeType, Queue
 from . import validation as v
-from .messages import _send_options
+from .messages import SendOptions, _send_options
 from .queues import get_queue
 from .recovery import has_dedup_id, recovers
 
@@ -54,7 +54,7 @@ def create_exchange(name: str, type: str = "fanout", *, owner: Any = None) -> Ex
         )
     try:
         with transaction.atomic(using=_db()):
-            return Exchange.objects.using(_db()).create(name=name, type=type, owner=owner)
+            return Exchange.objects.using(_db()).create(name=name, type=type, owner=v.user(owner))
     except IntegrityError:
         raise ExchangeAlreadyExists(f"Exchange {name!r} already exists.", exchange=name) from None
 
@@ -153,7 +153,11 @@ def list_bindings(*, exchange: Any = None, queue: Any = None) -> list[Binding]:
 
 @recovers(has_dedup_id)
 def publish(
-    exchange: Any, message: Any, *, routing_key: str | None = None, **send_options: Any
+    exchange: Any,
+    message: Any,
+    *,
+    routing_key: str | None = None,
+    **send_options: Unpack[SendOptions],
 ) -> list[int]:
     """Send a copy of ``message`` to every queue the exchange routes it to; returns the ids.
 
@@ -163,7 +167,7 @@ def publish(
     """
     name = v.name(exchange, kind="exchange")
     key = routing.routing_key(routing_key)
-    opts = _send_options(**send_options)
+    opts = _send_options(dict(send_options))
     body = v.body(message, send_options.get("headers"))
     size = len(body.encode())
     exchange_id, ids, too_large = Exchange.objects.db_manager(_db()).publish_body(

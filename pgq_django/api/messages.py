@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
+from datetime import timedelta
+from typing import Any, TypedDict, Unpack
 
 from ..conf import settings
 from ..exceptions import InvalidArgument, MessageTooLarge, QueueNotFound, QueuePaused
@@ -40,47 +41,73 @@ def _missing(queue: str, *, size: int | None = None) -> Exception:
     return QueueNotFound(f"Queue {queue!r} does not exist.", queue=queue)
 
 
-def _send_options(
-    headers: Any = None,
-    attributes: Any = None,
-    label: Any = None,
-    priority: Any = 0,
-    delay: Any = None,
-    group: Any = None,
-    dedup_id: Any = None,
-    expires_in: Any = None,
-    max_retries: Any = None,
-    retry_delay: Any = None,
-) -> dict[str, Any]:
+class SendOptions(TypedDict, total=False):
+    """The keyword options of :func:`send`, :func:`send_batch` and ``publish``."""
+
+    headers: dict[str, Any] | None
+    attributes: dict[str, Any] | None
+    label: str | None
+    priority: int
+    delay: float | timedelta | None
+    group: str | None
+    dedup_id: str | None
+    expires_in: float | timedelta | None
+    max_retries: int | None
+    retry_delay: float | timedelta | None
+
+
+SEND_OPTIONS = frozenset(SendOptions.__annotations__)
+
+
+def _send_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Checked send options. An unknown name is a clear error, not a TypeError."""
+    unknown = sorted(set(options) - SEND_OPTIONS)
+    if unknown:
+        raise InvalidArgument(
+            f"{', '.join(map(repr, unknown))} is not a send option; the options are "
+            f"{', '.join(sorted(SEND_OPTIONS))}.",
+            field=unknown[0],
+        )
+    get = options.get
     return {
-        "headers": v.mapping(headers, "headers"),
-        "attributes": v.mapping(attributes, "attributes"),
-        "label": v.text(label, "label"),
-        "priority": v.integer(priority, "priority", minimum=-(2**31), maximum=v.INT32_MAX),
-        "delay": v.seconds(delay, "delay", allow_none=True),
-        "group": v.text(group, "group", max_length=128),
-        "dedup_id": v.text(dedup_id, "dedup_id", max_length=128),
-        "expires_in": v.seconds(expires_in, "expires_in", allow_none=True, minimum=0.001),
-        "max_retries": v.integer(max_retries, "max_retries", allow_none=True),
-        "retry_delay": v.seconds(retry_delay, "retry_delay", allow_none=True),
+        "headers": v.mapping(get("headers"), "headers"),
+        "attributes": v.mapping(get("attributes"), "attributes"),
+        "label": v.text(get("label"), "label"),
+        "priority": v.integer(
+            get("priority", 0), "priority", minimum=-(2**31), maximum=v.INT32_MAX
+        ),
+        "delay": v.seconds(get("delay"), "delay", allow_none=True),
+        "group": v.text(get("group"), "group", max_length=128),
+        "dedup_id": v.text(get("dedup_id"), "dedup_id", max_length=128),
+        "expires_in": v.seconds(get("expires_in"), "expires_in", allow_none=True, minimum=0.001),
+        "max_retries": v.integer(get("max_retries"), "max_retries", allow_none=True),
+        "retry_delay": v.seconds(get("retry_delay"), "retry_delay", allow_none=True),
     }
 
 
 @recovers(has_dedup_id)
-def send(queue: Any, message: Any, **options: Any) -> int:
+def send(queue: Any, message: Any, **options: Unpack[SendOptions]) -> int:
     """Put one message on a queue; returns its msg_id.
 
     Inside ``transaction.atomic()`` on the queue database the message becomes visible only
     when the caller's transaction commits, and disappears if it rolls back.
+
+    The options (all keyword-only, see :class:`SendOptions`): ``headers``, ``attributes``,
+    ``label``, ``priority`` (lower is sooner), ``delay``, ``group`` (FIFO message group),
+    ``dedup_id`` (a repeat within 5 minutes returns the first msg_id), ``expires_in``,
+    ``max_retries`` and ``retry_delay``. An unknown option raises InvalidArgument.
     """
     return send_batch(queue, [message], **options)[0]
 
 
 @recovers(has_dedup_id)
-def send_batch(queue: Any, messages: Iterable[Any], **options: Any) -> list[int]:
-    """Put several messages on a queue in one round trip; ids come back in input order."""
+def send_batch(queue: Any, messages: Iterable[Any], **options: Unpack[SendOptions]) -> list[int]:
+    """Put several messages on a queue in one round trip; ids come back in input order.
+
+    Takes :func:`send`'s options, applied to every message.
+    """
     name = v.name(queue)
-    opts = _send_options(**options)
+    opts = _send_options(dict(options))
     raw = options.get("headers")
     if isinstance(messages, str | bytes | dict) or not isinstance(messages, Iterable):
         raise InvalidArgument("messages must be a list of message bodies.")
@@ -220,16 +247,16 @@ def read_by_id(queue: Any, msg_id: int) -> Message | None:
 
 def _ref(value: Any) -> MessageRef:
     """A msg_id, a Receipt, a Message or a receipt string as (msg_id, read_ct or None)."""
-    if isinstance(value, Message):
-        return (value.msg_id, value.read_ct)
-    if isinstance(value, Receipt):
-        return (value.msg_id, value.read_ct)
     if isinstance(value, str) and ":" in value:
-        r = Receipt.parse(value)
-        return (r.msg_id, r.read_ct)
-    if isinstance(value, str) and value.isdigit():
+        value = Receipt.parse(value)
+    if isinstance(value, Receipt | Message):
+        return (
+            v.integer(value.msg_id, "msg_id", minimum=1, maximum=v.BIGINT_MAX),
+            v.integer(value.read_ct, "read_ct", minimum=0, maximum=v.INT32_MAX),
+        )
+    if isinstance(value, str) and value.isascii() and value.isdigit():
         value = int(value)
-    return (v.integer(value, "msg_id", minimum=1, maximum=2**63 - 1), None)
+    return (v.integer(value, "msg_id", minimum=1, maximum=v.BIGINT_MAX), None)
 
 
 def _refs(values: Any) -> tuple[bool, list[MessageRef]]:

@@ -54,7 +54,7 @@ def _queue_fields(options: dict[str, Any]) -> dict[str, Any]:
         elif key == "callback":
             out[key] = v.text(value or "", key, max_length=255)
         elif key == "owner":
-            out[key] = value
+            out[key] = v.user(value)
         else:
             raise InvalidArgument(f"{key!r} is not a queue setting.", field=key)
     return out
