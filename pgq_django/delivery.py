@@ -201,6 +201,10 @@ SELECT (SELECT count(*) FROM moved) + (SELECT count(*) FROM gone),
         FROM (SELECT DISTINCT dlq_name FROM moved) n)
 """
 
+# -- lock_dead_letter_graph -- Take turns changing queues' dead-letter queues (until commit),
+# so two concurrent changes cannot each pass the cycle check and together close a cycle.
+LOCK_DEAD_LETTER_GRAPH = "SELECT pg_advisory_xact_lock(hashtext('pgq_django.dead_letter_graph'))"
+
 # -- prune_archive -- Delete archived messages older than their queue's retention.
 PRUNE_ARCHIVE = """
 WITH d AS (

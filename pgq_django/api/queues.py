@@ -123,15 +123,58 @@ def alter_queue(name: Any, **changes: Any) -> Queue:
     """Change a queue's settings; takes effect for the next read, send or nack."""
     queue = get_queue(name)
     fields = _queue_fields(changes)
-    dlq = fields.get("dead_letter_queue")
-    if dlq is not None and dlq.pk == queue.pk:
-        raise InvalidArgument(
-            "A queue cannot be its own dead-letter queue.", field="dead_letter_queue"
-        )
-    for key, value in fields.items():
-        setattr(queue, key, value)
-    queue.save(using=_db(), update_fields=[*fields, "updated_at"])
+    _check_fifo_unchanged(queue, fields)
+    with transaction.atomic(using=_db()):
+        dlq = fields.get("dead_letter_queue")
+        if dlq is not None:
+            _refuse_dead_letter_cycle(queue, dlq)
+        for key, value in fields.items():
+            setattr(queue, key, value)
+        queue.save(using=_db(), update_fields=[*fields, "updated_at"])
     return queue
+
+
+def _check_fifo_unchanged(queue: Queue, fields: dict[str, Any]) -> None:
+    """A queue's kind is fixed when it is created (as in SQS): ``fifo`` cannot change.
+
+    Turning FIFO off under a ``.fifo`` queue would let its groups be read out of order, and
+    turning it on under live messages would change how leases already taken are ordered.
+    Create a new queue of the other kind and move the messages instead.
+    """
+    if "fifo" in fields and fields["fifo"] != queue.fifo:
+        kind = "a FIFO" if queue.fifo else "not a FIFO"
+        raise InvalidArgument(
+            f"Queue {queue.name!r} is {kind} queue, and a queue's kind cannot change after "
+            "it is created; create a new queue instead.",
+            field="fifo",
+        )
+
+
+def _refuse_dead_letter_cycle(queue: Queue, dlq: Queue) -> None:
+    """Raise unless following dead-letter queues from ``dlq`` never comes back to ``queue``.
+
+    A cycle (A → A, A → B → A) would bounce a failing message between the queues forever.
+    Callers hold a transaction; the advisory lock makes concurrent changes to dead-letter
+    queues take turns, and each step of the walk reads what the previous holder committed.
+    """
+    from .. import delivery as sql
+
+    sql.run(sql.LOCK_DEAD_LETTER_GRAPH, {})
+    path = [queue.name]
+    current: int | None = dlq.pk
+    while current is not None and len(path) <= 10_000:
+        row = Queue.objects.using(_db()).filter(pk=current).values("name", "dead_letter_queue")
+        found = row.first()
+        if found is None:
+            return
+        path.append(found["name"])
+        if current == queue.pk:
+            raise InvalidArgument(
+                f"Dead-letter queues would form a cycle ({' → '.join(path)}): a failing "
+                "message would bounce between them forever.",
+                field="dead_letter_queue",
+            )
+        current = found["dead_letter_queue"]
 
 
 @recovers()
