@@ -19,6 +19,7 @@ from ..exceptions import (
     ExchangeNotFound,
     InvalidArgument,
     MessageTooLarge,
+    QueueFull,
 )
 from ..models import Binding, Exchange, ExchangeType, Queue
 from . import validation as v
@@ -163,18 +164,27 @@ def publish(
 
     Accepts :func:`pgq_django.send`'s options (headers, attributes, priority, delay …),
     applied to every copy. No matching binding is not an error: the answer is ``[]``. A body
-    larger than any matched queue accepts raises MessageTooLarge and sends nothing.
+    larger than any matched queue accepts raises MessageTooLarge, and a matched queue
+    holding its ``max_length`` messages raises QueueFull; either way nothing is sent. With a
+    ``dedup_id`` each routed queue deduplicates its copy as :func:`pgq_django.send` does: a
+    repeat within five minutes adds no copy and answers the first copies' ids.
     """
     name = v.name(exchange, kind="exchange")
     key = routing.routing_key(routing_key)
     opts = _send_options(dict(send_options))
     body = v.body(message, send_options.get("headers"))
     size = len(body.encode())
-    exchange_id, ids, too_large = Exchange.objects.db_manager(_db()).publish_body(
+    exchange_id, ids, too_large, full = Exchange.objects.db_manager(_db()).publish_body(
         name, body, size=size, routing_key=key, **opts
     )
     if exchange_id is None:
         raise ExchangeNotFound(f"Exchange {name!r} does not exist.", exchange=name)
+    if full is not None:
+        raise QueueFull(
+            f"Queue {full!r} bound to exchange {name!r} holds its max_length messages; "
+            "nothing was published.",
+            queue=full,
+        )
     if too_large is not None:
         limit = Queue.objects.using(_db()).get(name=too_large).max_message_size
         raise MessageTooLarge(

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any, TypedDict, Unpack
 
 from ..conf import settings
-from ..exceptions import InvalidArgument, MessageTooLarge, QueueNotFound, QueuePaused
+from ..exceptions import InvalidArgument, MessageTooLarge, QueueFull, QueueNotFound, QueuePaused
 from ..managers import MessageRef
 from ..models import Message, Receipt
 from . import validation as v
@@ -86,7 +86,7 @@ def _send_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 @recovers(has_dedup_id)
-def send(queue: Any, message: Any, **options: Unpack[SendOptions]) -> int:
+def send(queue: Any, message: Any, *, wait: Any = None, **options: Unpack[SendOptions]) -> int:
     """Put one message on a queue; returns its msg_id.
 
     Inside ``transaction.atomic()`` on the queue database the message becomes visible only
@@ -96,37 +96,125 @@ def send(queue: Any, message: Any, **options: Unpack[SendOptions]) -> int:
     ``label``, ``priority`` (lower is sooner), ``delay``, ``group`` (FIFO message group),
     ``dedup_id`` (a repeat within 5 minutes returns the first msg_id), ``expires_in``,
     ``max_retries`` and ``retry_delay``. An unknown option raises InvalidArgument.
+
+    A queue with ``max_length`` that holds that many messages raises QueueFull; with
+    ``wait=seconds`` the send instead retries until there is room or the time is up (at
+    most ``PGQ["MAX_WAIT_SECONDS"]``; not inside ``transaction.atomic()``, which the wait
+    would hold open).
     """
-    return send_batch(queue, [message], **options)[0]
+    return send_batch(queue, [message], wait=wait, **options)[0]
 
 
 @recovers(has_dedup_id)
-def send_batch(queue: Any, messages: Iterable[Any], **options: Unpack[SendOptions]) -> list[int]:
+def send_batch(
+    queue: Any, messages: Iterable[Any], *, wait: Any = None, **options: Unpack[SendOptions]
+) -> list[int]:
     """Put several messages on a queue in one round trip; ids come back in input order.
 
-    Takes :func:`send`'s options, applied to every message.
+    Takes :func:`send`'s options, applied to every message. A batch holds at most
+    ``PGQ["SEND_BATCH_MAX_MESSAGES"]`` messages and ``PGQ["SEND_BATCH_MAX_BYTES"]`` bytes of
+    bodies (MessageTooLarge), so a huge batch is refused before it reaches PostgreSQL. With
+    ``max_length`` the whole batch must fit, or none of it is sent.
     """
     name = v.name(queue)
     opts = _send_options(dict(options))
+    deadline = _wait_deadline(wait)
     raw = options.get("headers")
     if isinstance(messages, str | bytes | dict) or not isinstance(messages, Iterable):
         raise InvalidArgument("messages must be a list of message bodies.")
-    bodies = [v.body(m, raw) for m in messages]
+    bodies = _bodies(messages, raw)
     if not bodies:
         return []
     size = max(len(b.encode()) for b in bodies)
+    if opts["dedup_id"] is not None and len(bodies) != 1:
+        raise InvalidArgument(
+            "dedup_id applies to one message; send them one by one.", field="dedup_id"
+        )
+    pause = 0.02
+    while True:
+        try:
+            return _insert(name, bodies, size, opts)
+        except QueueFull:
+            remaining = -1.0 if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                raise
+            time.sleep(min(pause, remaining))
+            pause = min(pause * 2, 0.5)
+
+
+def _insert(name: str, bodies: list[str], size: int, opts: dict[str, Any]) -> list[int]:
     if opts["dedup_id"] is not None:
-        if len(bodies) != 1:
-            raise InvalidArgument(
-                "dedup_id applies to one message; send them one by one.", field="dedup_id"
-            )
         from .delivery import send_deduplicated
 
         return [send_deduplicated(name, bodies[0], size=size, **opts)]
-    queue_id, ids = _manager().send_bodies(name, bodies, size=size, **opts)
+    queue_id, ids, full = _manager().send_bodies(name, bodies, size=size, **opts)
     if queue_id is None:
         raise _missing(name, size=size)
+    if full:
+        raise queue_full(name, len(bodies))
     return list(ids)
+
+
+def _bodies(messages: Iterable[Any], headers: Any) -> list[str]:
+    """Encoded bodies, refusing a batch too long or too large before anything is sent."""
+    most, budget = settings.SEND_BATCH_MAX_MESSAGES, settings.SEND_BATCH_MAX_BYTES
+    bodies: list[str] = []
+    total = 0
+    for message in messages:
+        if len(bodies) == most:
+            raise InvalidArgument(
+                f"A batch holds at most {most} messages (PGQ['SEND_BATCH_MAX_MESSAGES']); "
+                "split it.",
+                field="messages",
+            )
+        body = v.body(message, headers)
+        total += len(body)  # characters: a lower bound of the bytes, checked exactly below
+        if total > budget and (total := sum(len(b.encode()) for b in (*bodies, body))) > budget:
+            raise MessageTooLarge(
+                f"The batch's bodies are more than {budget} bytes together "
+                "(PGQ['SEND_BATCH_MAX_BYTES']); split it.",
+                size=total,
+            )
+        bodies.append(body)
+    return bodies
+
+
+def _wait_deadline(wait: Any) -> float | None:
+    """When a send waiting for room under max_length gives up (None: it does not wait)."""
+    if wait is None:
+        return None
+    seconds = v.seconds(wait, "wait")
+    if seconds > settings.MAX_WAIT_SECONDS:
+        raise InvalidArgument(
+            f"wait must be at most {settings.MAX_WAIT_SECONDS} seconds (PGQ['MAX_WAIT_SECONDS']).",
+            field="wait",
+        )
+    _refuse_inside_atomic("wait")
+    return time.monotonic() + seconds
+
+
+def _refuse_inside_atomic(what: str) -> None:
+    """Waiting inside transaction.atomic() would hold the caller's transaction open."""
+    from django.db import connections
+
+    if not connections[settings.DATABASE].in_atomic_block:
+        return
+    raise InvalidArgument(
+        f"{what} cannot be used inside transaction.atomic(): waiting would hold the "
+        "transaction (and its locks) open; wait outside it, or don't wait.",
+        field=what,
+    )
+
+
+def queue_full(name: str, count: int) -> QueueFull:
+    """The error for a send that found no room for ``count`` messages under max_length."""
+    limit = _manager().queue_state(name)
+    return QueueFull(
+        f"Queue {name!r} has no room for {count} more message{'s' if count != 1 else ''} "
+        f"under its max_length; consume some, or send with wait=seconds.",
+        queue=name,
+        max_length=limit[5] if limit else None,
+    )
 
 
 @recovers()
@@ -165,6 +253,12 @@ def _poll_window(
     """The checked queue name, the monotonic deadline and the fallback interval in seconds."""
     name = v.name(queue)
     wait = v.seconds(max_poll_seconds, "max_poll_seconds")
+    if wait > settings.MAX_WAIT_SECONDS:
+        raise InvalidArgument(
+            f"max_poll_seconds must be at most {settings.MAX_WAIT_SECONDS} "
+            "(PGQ['MAX_WAIT_SECONDS']); poll again for longer waits.",
+            field="max_poll_seconds",
+        )
     interval = v.integer(poll_interval_ms, "poll_interval_ms", minimum=1, maximum=60_000) / 1000
     return name, time.monotonic() + wait, interval
 
@@ -181,6 +275,10 @@ def read_with_poll(
 ) -> list[Message]:
     """Like :func:`read`, but wait up to ``max_poll_seconds`` for a message to arrive.
 
+    The wait is at most ``PGQ["MAX_WAIT_SECONDS"]`` (20 by default, like SQS long polls) and
+    is refused inside ``transaction.atomic()``, where it would hold the caller's transaction
+    open; a wait of 0 is a plain read and is allowed anywhere.
+
     The wait listens for the NOTIFY a committed send makes, so it returns within
     milliseconds of a message becoming visible; ``poll_interval_ms`` is only the fallback
     re-check for messages that become visible without a notification (delays, expiring
@@ -189,6 +287,8 @@ def read_with_poll(
     from ..notify import listener
 
     name, deadline, interval = _poll_window(queue, max_poll_seconds, poll_interval_ms)
+    if deadline > time.monotonic():
+        _refuse_inside_atomic("read_with_poll")
     with listener() as wakeups:
         while True:
             found = read(name, vt=vt, qty=qty, filters=filters)

@@ -47,10 +47,15 @@ def _queue_fields(options: dict[str, Any]) -> dict[str, Any]:
             out[key] = value
         elif key == "dead_letter_queue":
             out[key] = None if value is None else get_queue(value)
-        elif key == "rate_limit":
-            out[key] = v.seconds(value, key, allow_none=True)
-        elif key == "concurrency_limit":
-            out[key] = v.integer(value, key, minimum=1, allow_none=True)
+        elif key in ("rate_limit", "concurrency_limit"):
+            if value is not None:
+                raise InvalidArgument(
+                    f"{key} is not enforced yet, so setting it is refused rather than "
+                    "silently ignored; limit throughput with the number of workers "
+                    "(pgq_worker --concurrency) instead.",
+                    field=key,
+                )
+            out[key] = None
         elif key == "callback":
             out[key] = v.text(value or "", key, max_length=255)
         elif key == "owner":
