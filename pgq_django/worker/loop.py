@@ -50,7 +50,8 @@ class Worker:
 
     ``concurrency`` fixes the thread count; ``min_workers``/``max_workers`` let it grow
     while there is a backlog and shrink after ``idle_timeout`` seconds idle. ``once`` drains
-    what is visible and returns. ``grace`` bounds how long a stop waits for handlers.
+    what is visible and returns. ``grace`` bounds how long a stop waits for handlers;
+    ``handler_timeout`` bounds one attempt of any handler without a ``timeout`` of its own.
     """
 
     def __init__(
@@ -68,6 +69,7 @@ class Worker:
         lead: bool = True,
         maintenance_interval: float = 60.0,
         handlers: dict[str, Handler] | None = None,
+        handler_timeout: float | None = None,
     ) -> None:
         self.handlers = handlers if handlers is not None else resolve(queues)
         self.min_workers = min_workers if min_workers is not None else concurrency
@@ -79,6 +81,7 @@ class Worker:
         self.listen = listen and not once
         self.lead = lead and not once
         self.maintenance_interval = maintenance_interval
+        self.handler_timeout = handler_timeout
         self.worker_id = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stopping = threading.Event()
         self.wakeup = Wakeup()
@@ -287,8 +290,9 @@ class Worker:
 
     def _run_batch(self, entry: Handler, messages: list[Any], slot: _Slot | None) -> None:
         length = self.lease_lengths.get(entry.queue, 30.0)
+        timeout = entry.timeout if entry.timeout is not None else self.handler_timeout
         for message in messages:
-            self.leases.track(entry.queue, message, length)
+            self.leases.track(entry.queue, message, length, timeout)
         if slot is not None:
             slot.busy = True
         try:
@@ -297,6 +301,7 @@ class Worker:
                     self._release(entry.queue, messages[i:])
                     return
                 try:
+                    self.leases.started(message)
                     execute(entry, message)
                 except Exception:
                     # Only bookkeeping can fail here; the lease expires and it comes back.
