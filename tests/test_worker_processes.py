@@ -210,6 +210,6 @@ def test_a_hung_handler_times_out_its_lease_is_not_extended_and_it_is_dead_lette
     assert "past its timeout of 1 s" in dead.headers["pgq_dead_letter"]["last_error"]
     assert dead.headers["pgq_dead_letter"]["attempts"] == 1
     proc.send_signal(signal.SIGTERM)
-    code, err = finish(proc)
+    _code, err = finish(proc)
     assert "event=handler_timeout" in err
     assert effects(q) == []  # the hung attempt never committed
