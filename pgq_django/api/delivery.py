@@ -16,7 +16,7 @@ from ..conf import settings
 from ..exceptions import InvalidArgument, QueueNotFound
 from ..models import Outcome
 from . import validation as v
-from .messages import _missing, _ref, queue_full
+from .messages import _missing, _queue_full, _ref
 from .recovery import recovers
 
 # Outcomes a live message can have in a Result, beside the archive's outcomes.
@@ -183,7 +183,7 @@ def send_deduplicated(name: str, body: str, *, size: int, **options: Any) -> int
     if row is None or row[0] is None:
         raise _missing(name, size=size)
     if row[4]:
-        raise queue_full(name, 1)
+        raise _queue_full(name, 1)
     return int(row[1])
 
 

@@ -151,7 +151,7 @@ def _insert(name: str, bodies: list[str], size: int, opts: dict[str, Any]) -> li
     if queue_id is None:
         raise _missing(name, size=size)
     if full:
-        raise queue_full(name, len(bodies))
+        raise _queue_full(name, len(bodies))
     return list(ids)
 
 
@@ -206,7 +206,7 @@ def _refuse_inside_atomic(what: str) -> None:
     )
 
 
-def queue_full(name: str, count: int) -> QueueFull:
+def _queue_full(name: str, count: int) -> QueueFull:
     """The error for a send that found no room for ``count`` messages under max_length."""
     limit = _manager().queue_state(name)
     return QueueFull(
