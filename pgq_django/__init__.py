@@ -101,6 +101,7 @@ _EXPORTS: dict[str, str] = {
     "StaleReceipt": "exceptions",
     "SubscriptionNotFound": "exceptions",
     "SubscriptionAlreadyExists": "exceptions",
+    "ConnectionLost": "exceptions",
 }
 
 # Functions that get an ``a``-prefixed async twin.

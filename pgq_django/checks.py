@@ -41,7 +41,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="pgq_django.E004",
             )
         )
-    for key in ("DEFAULT_VISIBILITY_TIMEOUT", "DEFAULT_RETENTION", "PARTITION_SIZE"):
+    for key in (
+        "DEFAULT_VISIBILITY_TIMEOUT",
+        "DEFAULT_RETENTION",
+        "PARTITION_SIZE",
+        "READ_MAX_BYTES",
+        "SEND_BATCH_MAX_MESSAGES",
+        "SEND_BATCH_MAX_BYTES",
+        "MAX_WAIT_SECONDS",
+        "METRICS_EXACT_COUNT",
+    ):
         value = settings.as_dict().get(key)
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             errors.append(

@@ -26,6 +26,18 @@ DEFAULTS: dict[str, Any] = {
     # Set False behind a pooler that cannot keep prepared statements (PgBouncer in
     # transaction mode before 1.21, or without max_prepared_statements).
     "PREPARED_STATEMENTS": True,
+    # Byte budgets (see docs/reference/settings.md): a read or pop returns at most
+    # READ_MAX_BYTES // the queue's max_message_size messages (and never more than qty); a
+    # send_batch holds at most SEND_BATCH_MAX_MESSAGES bodies of SEND_BATCH_MAX_BYTES in all.
+    "READ_MAX_BYTES": 64 * 1024 * 1024,
+    "SEND_BATCH_MAX_MESSAGES": 10_000,
+    "SEND_BATCH_MAX_BYTES": 64 * 1024 * 1024,
+    # Metrics count a queue's messages (and find its leased ones) exactly up to this many;
+    # beyond, queue_length is the planner's estimate. Keeps metrics cheap at any backlog.
+    "METRICS_EXACT_COUNT": 10_000,
+    # Longest wait of read_with_poll (max_poll_seconds) and of a send waiting for room under
+    # max_length (wait=); SQS long polls stop at 20 seconds too.
+    "MAX_WAIT_SECONDS": 20,
     # Channel used for LISTEN/NOTIFY wake-ups; the payload is the queue name.
     "NOTIFY_CHANNEL": "pgq",
     # Width of one msg_id range partition of the message and archive tables.

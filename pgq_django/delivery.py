@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .conf import settings
-from .managers import _COLS, _M_COLS, MESSAGE_COLUMNS, execute_statement
+from .managers import _COLS, _M_COLS, HAS_ROOM, MESSAGE_COLUMNS, execute_statement
 
 # How long a dedup_id suppresses duplicates after the first send (SQS: five minutes).
 DEDUP_WINDOW_SECONDS = 300
@@ -21,17 +21,19 @@ DEDUP_WINDOW_SECONDS = 300
 # The claim on (queue, dedup_id) is an upsert that only replaces an expired claim, so two
 # concurrent sends serialise on the unique key: the second waits for the first to commit and
 # then sees its claim. The winner is whoever's freshly drawn msg_id is in the claim row.
-SEND_DEDUPLICATED = """
+SEND_DEDUPLICATED = f"""
 WITH q AS (
-    SELECT id, name, delivery_delay, retention FROM pgq_queue
+    SELECT id, name, delivery_delay, retention, max_length FROM pgq_queue
     WHERE name = %(queue)s AND max_message_size >= %(size)s
+), room AS (
+    SELECT q.* FROM q WHERE {HAS_ROOM.format(q="q", n="1")}
 ), new AS MATERIALIZED (
-    SELECT nextval('pgq_message_msg_id_seq') AS msg_id FROM q
+    SELECT nextval('pgq_message_msg_id_seq') AS msg_id FROM room
 ), claim AS (
     INSERT INTO pgq_dedup (queue_id, dedup_id, msg_id, expires_at)
     SELECT q.id, %(dedup_id)s, new.msg_id,
            clock_timestamp() + make_interval(secs => %(window)s)
-    FROM q, new
+    FROM room q, new
     ON CONFLICT (queue_id, dedup_id) DO UPDATE
         SET msg_id = CASE WHEN pgq_dedup.expires_at <= clock_timestamp()
                           THEN EXCLUDED.msg_id ELSE pgq_dedup.msg_id END,
@@ -48,7 +50,7 @@ WITH q AS (
            clock_timestamp() + make_interval(secs => least(q.retention,
                                                            coalesce(%(expires_in)s, q.retention))),
            %(group)s, %(dedup_id)s, %(max_retries)s, %(retry_delay)s, false
-    FROM q, new, claim WHERE claim.msg_id = new.msg_id
+    FROM room q, new, claim WHERE claim.msg_id = new.msg_id
     RETURNING msg_id
 ), counted AS (
     INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
@@ -58,7 +60,8 @@ SELECT (SELECT id FROM q),
        (SELECT msg_id FROM claim),
        EXISTS (SELECT 1 FROM ins),
        (SELECT pg_notify(%(channel)s, q.name) FROM q
-        WHERE EXISTS (SELECT 1 FROM ins) AND coalesce(%(delay)s, q.delivery_delay) <= 0)
+        WHERE EXISTS (SELECT 1 FROM ins) AND coalesce(%(delay)s, q.delivery_delay) <= 0),
+       EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room)
 """
 
 # -- cancel -- Cancel one message: archive it as 'cancelled' unless a consumer holds its
@@ -222,6 +225,10 @@ SELECT (SELECT count(*) FROM moved) + (SELECT count(*) FROM gone),
        (SELECT count(pg_notify(%(channel)s, n.dlq_name))
         FROM (SELECT DISTINCT dlq_name FROM moved) n)
 """
+
+# -- lock_dead_letter_graph -- Take turns changing queues' dead-letter queues (until commit),
+# so two concurrent changes cannot each pass the cycle check and together close a cycle.
+LOCK_DEAD_LETTER_GRAPH = "SELECT pg_advisory_xact_lock(hashtext('pgq_django.dead_letter_graph'))"
 
 # -- prune_archive -- Delete archived messages older than their queue's retention.
 PRUNE_ARCHIVE = """

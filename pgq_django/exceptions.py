@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import OperationalError
+
 
 class PgqError(Exception):
     """Base class of every error pgq_django raises on purpose."""
@@ -148,7 +150,22 @@ class RejectMessage(PgqError):
     default_message = "The message was rejected by its handler."
 
 
+class ConnectionLost(PgqError, OperationalError):
+    """The database connection broke while an operation that must not run twice was running.
+
+    Whether it took effect is unknown (see :mod:`pgq_django.api.recovery`). The connection has
+    been replaced, so the next call works. It is also a Django ``OperationalError``, so code
+    that already catches database errors keeps catching it.
+    """
+
+    code = "connection_lost"
+    status_code = 503
+    sqs_code = "ServiceUnavailable"
+    default_message = "The connection to the database was lost; the outcome is unknown."
+
+
 __all__ = [
+    "ConnectionLost",
     "ExchangeAlreadyExists",
     "ExchangeInUse",
     "ExchangeNotFound",

@@ -14,6 +14,7 @@ validate arguments before they get here; values always travel as query parameter
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -48,11 +49,22 @@ _M_COLS = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
 # A reference to one message: (msg_id, read_ct or None). read_ct fences stale receipts.
 MessageRef = tuple[int, int | None]
 
-# -- send -- Insert messages into a queue, in input order, and wake listeners.
-SEND = """
+# Whether queue ``q`` has room for {n} more messages under its max_length (NULL: unbounded).
+# The count stops at max_length rows of the ready index, so it costs nothing for unbounded
+# queues (OR evaluates left to right and stops) and at most max_length entries otherwise.
+# It sees committed messages only: concurrent senders can overshoot by their own batches.
+HAS_ROOM = """({q}.max_length IS NULL OR {q}.max_length >= {n} + (
+    SELECT count(*) FROM (SELECT 1 FROM pgq_message r WHERE r.queue_id = {q}.id
+                          LIMIT {q}.max_length) r))"""
+
+# -- send -- Insert messages into a queue, in input order, and wake listeners. Inserts
+# nothing, and answers full = true, when the queue's max_length leaves no room for them all.
+SEND = f"""
 WITH q AS (
-    SELECT id, name, delivery_delay, retention FROM pgq_queue
+    SELECT id, name, delivery_delay, retention, max_length FROM pgq_queue
     WHERE name = %(queue)s AND max_message_size >= %(size)s
+), room AS (
+    SELECT q.* FROM q WHERE {HAS_ROOM.format(q="q", n="cardinality(%(bodies)s::jsonb[])")}
 ), ins AS (
     INSERT INTO pgq_message (queue_id, message, headers, attributes, label, priority, read_ct,
                              enqueued_at, vt, expires_at, group_id, dedup_id, max_retries,
@@ -63,17 +75,18 @@ WITH q AS (
            clock_timestamp() + make_interval(secs => least(q.retention,
                                                            coalesce(%(expires_in)s, q.retention))),
            %(group)s, %(dedup_id)s, %(max_retries)s, %(retry_delay)s, false
-    FROM q, unnest(%(bodies)s::jsonb[]) WITH ORDINALITY AS b(body, ord)
+    FROM room q, unnest(%(bodies)s::jsonb[]) WITH ORDINALITY AS b(body, ord)
     ORDER BY b.ord
     RETURNING msg_id
 ), counted AS (
     INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
-    SELECT q.id, 'sent', (SELECT count(*) FROM ins), clock_timestamp() FROM q
+    SELECT q.id, 'sent', (SELECT count(*) FROM ins), clock_timestamp() FROM room q
 )
 SELECT (SELECT id FROM q),
        ARRAY(SELECT msg_id FROM ins ORDER BY msg_id),
-       (SELECT pg_notify(%(channel)s, q.name) FROM q
-        WHERE coalesce(%(delay)s, q.delivery_delay) <= 0)
+       (SELECT pg_notify(%(channel)s, q.name) FROM room q
+        WHERE coalesce(%(delay)s, q.delivery_delay) <= 0),
+       EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room)
 """
 
 # The candidate rows of a read: visible, unexpired, best first. Two shapes: a FIFO queue also
@@ -89,7 +102,8 @@ _CANDIDATES = """
       {group_head}
       {{filters}}
     ORDER BY m.priority, m.msg_id
-    LIMIT %(qty)s
+    LIMIT (SELECT least(%(qty)s::int, greatest(1, %(max_bytes)s::bigint / q.max_message_size))
+           FROM q)
     FOR UPDATE OF m SKIP LOCKED
 """
 _GROUP_HEAD = """AND (m.group_id IS NULL OR NOT EXISTS (
@@ -108,10 +122,11 @@ def _shapes(template: str) -> dict[bool, str]:
     }
 
 
-# -- read -- Lease up to qty visible messages: vt = now + vt, read_ct + 1.
+# -- read -- Lease up to qty visible messages: vt = now + vt, read_ct + 1. Fewer when the
+# queue's largest possible bodies would pass the byte budget (max_bytes / max_message_size).
 READ = _shapes(f"""
 WITH q AS (
-    SELECT id, visibility_timeout FROM pgq_queue
+    SELECT id, visibility_timeout, max_message_size FROM pgq_queue
     WHERE name = %(queue)s AND NOT paused AND {{fifo}}
 ), c AS ({{candidates}})
 UPDATE pgq_message m
@@ -125,7 +140,7 @@ RETURNING {_M_COLS}
 # -- pop -- Take up to qty visible messages out of the queue at once (archive if asked to).
 POP = _shapes(f"""
 WITH q AS (
-    SELECT id, archive_on_ack FROM pgq_queue
+    SELECT id, archive_on_ack, max_message_size FROM pgq_queue
     WHERE name = %(queue)s AND NOT paused AND {{fifo}}
 ), c AS ({{candidates}}), d AS (
     DELETE FROM pgq_message m USING c WHERE m.msg_id = c.msg_id RETURNING {_M_COLS}
@@ -140,10 +155,11 @@ WITH q AS (
 SELECT {_COLS} FROM d
 """)
 
-# -- queue_state -- Why a statement found nothing: the queue's existence, pause, size limit
-# and shape (FIFO or not, archives on ack or not).
+# -- queue_state -- Why a statement found nothing: the queue's existence, pause, size limit,
+# shape (FIFO or not, archives on ack or not) and length limit.
 QUEUE_STATE = (
-    "SELECT id, paused, max_message_size, fifo, archive_on_ack FROM pgq_queue WHERE name = %s"
+    "SELECT id, paused, max_message_size, fifo, archive_on_ack, max_length "
+    "FROM pgq_queue WHERE name = %s"
 )
 
 # -- read_by_id -- One message by id, without leasing it.
@@ -342,24 +358,73 @@ WITH old AS (
 SELECT (SELECT count(*) FROM old), (SELECT count(*) FROM folded)
 """
 
-# -- metrics -- PGMQ's queue metrics plus in-flight and dead-letter counts, per queue.
+# -- metrics -- PGMQ's queue metrics plus in-flight and dead-letter counts, per queue, at a
+# cost that does not grow with the backlog: every part reads a bounded stretch of the ready
+# index (queue_id, priority, msg_id) or the planner's statistics, never the whole queue.
+# - queue_length: counted exactly up to %(exact)s messages (an index-only count); a longer
+#   queue reports the planner's estimate (partition row counts times the share of rows
+#   ANALYZE saw for the queue), never less than the exact bound.
+# - in_flight: leased messages among the first %(exact)s in delivery order. Leases are taken
+#   from the head of a queue, so this is exact unless more than that many messages are
+#   leased, delayed or waiting to retry ahead of the rest.
+# - oldest/newest: the lowest and highest msg_id of each of the queue's first 64 priority
+#   levels (a skip scan of the index), and their enqueue times.
 METRICS = """
 SELECT q.name,
-       coalesce(s.queue_length, 0), s.newest, s.oldest,
+       CASE WHEN c.n < %(exact)s THEN c.n
+            ELSE greatest(c.n, coalesce(est.n, 0)::bigint) END,
+       extract(epoch FROM clock_timestamp() - newest.enqueued_at)::float8,
+       extract(epoch FROM clock_timestamp() - oldest.enqueued_at)::float8,
        coalesce((SELECT sum(n) FROM pgq_queue_counter c
                  WHERE c.queue_id = q.id AND c.kind = 'sent'), 0),
-       coalesce(s.in_flight, 0),
+       f.in_flight,
        coalesce((SELECT sum(n) FROM pgq_queue_counter c
                  WHERE c.queue_id = q.id AND c.kind = 'dead'), 0),
        clock_timestamp()
 FROM pgq_queue q
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n
+    FROM (SELECT 1 FROM pgq_message m WHERE m.queue_id = q.id LIMIT %(exact)s) b
+) c
 LEFT JOIN LATERAL (
-    SELECT count(*) AS queue_length,
-           extract(epoch FROM clock_timestamp() - max(m.enqueued_at))::float8 AS newest,
-           extract(epoch FROM clock_timestamp() - min(m.enqueued_at))::float8 AS oldest,
-           count(*) FILTER (WHERE m.read_ct > 0 AND m.vt > clock_timestamp()) AS in_flight
-    FROM pgq_message m WHERE m.queue_id = q.id
-) s ON true
+    SELECT sum(p.reltuples * coalesce(
+               s.most_common_freqs[array_position(s.most_common_vals::text::bigint[], q.id)],
+               greatest(0, 1 - coalesce((SELECT sum(x) FROM unnest(s.most_common_freqs) x), 0))
+               / greatest(1, CASE WHEN s.n_distinct < 0 THEN -s.n_distinct * p.reltuples
+                                  ELSE s.n_distinct END
+                             - coalesce(cardinality(s.most_common_freqs), 0)))) AS n
+    FROM pg_inherits i
+    JOIN pg_class p ON p.oid = i.inhrelid
+    JOIN pg_stats s ON s.schemaname = (SELECT nspname FROM pg_namespace
+                                       WHERE oid = p.relnamespace)
+                   AND s.tablename = p.relname AND s.attname = 'queue_id'
+    WHERE i.inhparent = 'pgq_message'::regclass AND p.reltuples > 0 AND c.n >= %(exact)s
+) est ON true
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE h.read_ct > 0 AND h.vt > clock_timestamp()) AS in_flight
+    FROM (SELECT m.read_ct, m.vt FROM pgq_message m WHERE m.queue_id = q.id
+          ORDER BY m.priority, m.msg_id LIMIT %(exact)s) h
+) f
+LEFT JOIN LATERAL (
+    WITH RECURSIVE levels(p, n) AS (
+        SELECT (SELECT m.priority FROM pgq_message m WHERE m.queue_id = q.id
+                ORDER BY m.priority LIMIT 1), 1
+        UNION ALL
+        SELECT (SELECT m.priority FROM pgq_message m
+                WHERE m.queue_id = q.id AND m.priority > levels.p
+                ORDER BY m.priority LIMIT 1), levels.n + 1
+        FROM levels WHERE levels.p IS NOT NULL AND levels.n < 64
+    )
+    SELECT min(x.lo) AS lo, max(x.hi) AS hi
+    FROM levels, LATERAL (
+        SELECT (SELECT m.msg_id FROM pgq_message m WHERE m.queue_id = q.id AND m.priority = levels.p
+                ORDER BY m.msg_id LIMIT 1) AS lo,
+               (SELECT m.msg_id FROM pgq_message m WHERE m.queue_id = q.id AND m.priority = levels.p
+                ORDER BY m.msg_id DESC LIMIT 1) AS hi) x
+    WHERE levels.p IS NOT NULL
+) ids ON true
+LEFT JOIN pgq_message oldest ON oldest.msg_id = ids.lo
+LEFT JOIN pgq_message newest ON newest.msg_id = ids.hi
 WHERE (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
 ORDER BY q.name
 """
@@ -492,8 +557,42 @@ class MessageQuerySet(models.QuerySet):
 
 # A prepare threshold no statement reaches by repetition: only explicit prepares happen.
 _PREPARE_ONLY_WHEN_ASKED = 2**31 - 1
-# Raw connections already set up for our statements (see _SqlManager._execute).
-_CONFIGURED: weakref.WeakSet[Any] = weakref.WeakSet()
+# Raw connections already set up for our statements, with the pid of the process that set
+# them up (see execute_statement): a forked child must not use its parent's connection.
+_CONFIGURED: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+# Connections a forked child inherited and let go of. Kept referenced so they are never
+# garbage-collected in the child: psycopg would not close them there (it checks the pid),
+# but it would warn about an open connection being deleted.
+_ABANDONED: list[Any] = []
+
+
+def _abandon(db: Any) -> None:
+    """Let go of a connection that belongs to the parent process, without closing it.
+
+    Closing it would send PostgreSQL a Terminate message over the socket the parent still
+    uses, ending the parent's session. Django opens a new connection on next use.
+    """
+    _ABANDONED.append(db.connection)
+    db.connection = None
+
+
+def _forget_inherited_connections() -> None:
+    """After ``fork()``, in the child: abandon the connections of the forking thread.
+
+    Any query the child made on them would share the parent's server session — interleaved
+    protocol messages, and ``DuplicatePreparedStatement`` once both prepare statements under
+    the same names. Other threads do not exist in the child.
+    """
+    try:
+        for db in connections.all(initialized_only=True):
+            if db.connection is not None:
+                _abandon(db)
+    except Exception:  # Django not configured in this process: nothing to forget
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited_connections)
 
 
 class _PreparingCursor(psycopg.Cursor):  # type: ignore[type-arg]
@@ -534,15 +633,22 @@ def execute_statement(
     ``PGQ["PREPARED_STATEMENTS"] = False`` (for poolers that cannot keep prepared
     statements) the statements are bound on the server but never prepared; ``prepare=False``
     does the same for one statement whose text varies from call to call.
+
+    A connection set up in another process (this one was forked after using the database)
+    is abandoned for a new one, so parent and child never share a session: see "Forked
+    processes" in docs/design.md.
     """
     from .conf import settings
 
     db = connections[alias or settings.DATABASE]
+    pid = os.getpid()
+    if db.connection is not None and _CONFIGURED.get(db.connection, pid) != pid:
+        _abandon(db)  # set up by the process we were forked from (see _abandon)
     db.close_if_health_check_failed()
     db.ensure_connection()
     db.validate_thread_sharing()
     raw = db.connection
-    if raw not in _CONFIGURED:
+    if _CONFIGURED.get(raw) != pid:
         if raw.prepare_threshold is None:
             # Django turns preparing off per connection; allow it for the statements
             # that ask (ours) without making Django's own queries start preparing.
@@ -550,7 +656,7 @@ def execute_statement(
         # Django maps jsonb to a text loader; our binary results need psycopg's binary
         # jsonb loader. Django's own queries use the text format and are unaffected.
         raw.adapters.register_loader("jsonb", JsonbBinaryLoader)
-        _CONFIGURED.add(raw)
+        _CONFIGURED[raw] = pid
     with db.wrap_database_errors:
         inner: Any = _PreparingCursor(raw, prepare=prepare and bool(settings.PREPARED_STATEMENTS))
     cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
@@ -629,7 +735,7 @@ class MessageManager(_MessageManagerBase):
     """``Message.objects``: the lease/ack operations as single statements."""
 
     def send_bodies(self, queue: str, bodies: Sequence[str], *, size: int, **options: Any) -> Any:
-        """Insert JSON-encoded bodies; returns (queue_id or None, [msg_id, …])."""
+        """Insert JSON-encoded bodies; returns (queue_id or None, [msg_id, …], full)."""
         from .conf import settings
 
         params = {
@@ -639,7 +745,8 @@ class MessageManager(_MessageManagerBase):
             "channel": settings.NOTIFY_CHANNEL,
             **options,
         }
-        return self._execute(SEND, params).fetchone()[:2]
+        row = self._execute(SEND, params).fetchone()
+        return row[0], row[1], row[3]
 
     def lease(
         self, queue: str, *, qty: int, vt: float | None, filters: dict[str, Any] | None = None
@@ -650,13 +757,18 @@ class MessageManager(_MessageManagerBase):
         only when nothing was leased, so the caller can tell an empty queue from a missing
         or paused one without a query of its own.
         """
+        from .conf import settings
+
         clause, params = _filter_clause(filters or {})
-        params.update(queue=queue, qty=qty, vt=vt)
+        params.update(queue=queue, qty=qty, vt=vt, max_bytes=settings.READ_MAX_BYTES)
         return self._leasing(READ, queue, clause, params)
 
     def pop(self, queue: str, *, qty: int) -> tuple[list[Any], Any]:
         """Like :meth:`lease`, but the messages leave the queue (archived with archive_on_ack)."""
-        return self._leasing(POP, queue, "", {"queue": queue, "qty": qty})
+        from .conf import settings
+
+        params = {"queue": queue, "qty": qty, "max_bytes": settings.READ_MAX_BYTES}
+        return self._leasing(POP, queue, "", params)
 
     def _leasing(
         self, shapes: dict[bool, str], queue: str, clause: str, params: dict[str, Any]
@@ -676,7 +788,7 @@ class MessageManager(_MessageManagerBase):
                 rows = self._execute(shapes[fifo].format(filters=clause), params).fetchall()
         return sorted(self._instances(rows), key=lambda m: (m.priority, m.msg_id)), state
 
-    def queue_state(self, queue: str) -> tuple[int, bool, int, bool, bool] | None:
+    def queue_state(self, queue: str) -> tuple[int, bool, int, bool, bool, int | None] | None:
         return self._execute(QUEUE_STATE, [queue]).fetchone()
 
     def read_by_id(self, queue: str, msg_id: int) -> tuple[int | None, Any]:
@@ -750,7 +862,10 @@ class MessageManager(_MessageManagerBase):
         return self._execute(COMPACT_COUNTERS, {}).fetchone()
 
     def metrics_rows(self, queue: str | None) -> list[tuple[Any, ...]]:
-        return self._execute(METRICS, {"queue": queue}).fetchall()
+        from .conf import settings
+
+        params = {"queue": queue, "exact": settings.METRICS_EXACT_COUNT}
+        return self._execute(METRICS, params).fetchall()
 
 
 def _filter_clause(filters: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -113,10 +113,21 @@ def _create(table: str, lower: int, upper: int) -> str:
     return name
 
 
+# Most partitions premade ahead of the sequence in one run (per table). Each is a table and
+# its indexes; a typo such as --premake 1000000 would otherwise create them for hours.
+MAX_PREMAKE = 100
+
+
 def premake_partitions(premake: int | None = None, *, dry_run: bool = False) -> list[str]:
-    """Make sure ranges reach ``premake`` partition widths past the sequence; returns actions."""
+    """Make sure ranges reach ``premake`` partition widths past the sequence; returns actions.
+
+    ``premake`` is at most :data:`MAX_PREMAKE` (InvalidArgument otherwise, nothing made).
+    """
+    from .api.validation import integer
+
     size = int(settings.PARTITION_SIZE)
     ahead = settings.PARTITION_PREMAKE if premake is None else premake
+    ahead = integer(ahead, "premake", minimum=0, maximum=MAX_PREMAKE)
     target = sequence_position() + ahead * size
     actions = []
     for table in TABLES:

@@ -21,9 +21,12 @@ zero words without special cases around the separators.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from .api.validation import is_utf8
 from .exceptions import InvalidArgument
+from .managers import HAS_ROOM
 
 MAX_ROUTING_KEY = 255
 _FILTER_SCALARS = (str, int, float, bool)
@@ -60,12 +63,27 @@ def routing_key(value: Any) -> str:
     """A routing key or binding pattern: a string of at most 255 characters, None as ``""``."""
     if value is None:
         return ""
-    if not isinstance(value, str) or len(value) > MAX_ROUTING_KEY or "\x00" in value:
+    if (
+        not isinstance(value, str)
+        or len(value) > MAX_ROUTING_KEY
+        or "\x00" in value
+        or not is_utf8(value)
+    ):
         raise InvalidArgument(
-            f"routing_key must be a string of at most {MAX_ROUTING_KEY} characters, not {value!r}.",
+            f"routing_key must be a string of at most {MAX_ROUTING_KEY} characters, without NUL "
+            f"or lone surrogates, not {value!r}.",
             field="routing_key",
         )
     return value
+
+
+def _storable(value: Any) -> bool:
+    """Whether a filter key or value survives as jsonb: finite numbers, clean strings."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        return "\x00" not in value and is_utf8(value)
+    return isinstance(value, int | bool)
 
 
 def binding_filters(value: Any) -> dict[str, list[Any]]:
@@ -85,26 +103,30 @@ def binding_filters(value: Any) -> dict[str, list[Any]]:
         if (
             not isinstance(key, str)
             or not key
+            or not _storable(key)
             or not isinstance(allowed, list | tuple)
             or not allowed
-            or not all(isinstance(a, _FILTER_SCALARS) for a in allowed)
+            or not all(isinstance(a, _FILTER_SCALARS) and _storable(a) for a in allowed)
         ):
             raise InvalidArgument(
-                f"{problem} (strings, numbers or booleans); {key!r}: {allowed!r} is not.",
+                f"{problem} (strings without NUL or lone surrogates, finite numbers or "
+                f"booleans); {key!r}: {allowed!r} is not.",
                 field="filters",
             )
         out[key] = list(allowed)
     return out
 
 
-# -- publish -- Route one message through an exchange: one copy per matched queue, one trip.
-# Returns the exchange id (NULL: no such exchange), the new ids, and the name of a matched
-# queue too small for the body (then nothing is inserted).
-PUBLISH = """
-WITH x AS (
+# The queues a published message routes to (``matched``), the first of them too small for
+# the body (``too_large``) and the first without room under its max_length (``full``). Either
+# of the last two stops the whole publish: every copy is sent, or none. Shared by both shapes
+# of publish below.
+_ROUTE = """
+    x AS (
     SELECT id, type FROM pgq_exchange WHERE name = %(exchange)s
 ), matched AS (
-    SELECT DISTINCT q.id, q.name, q.delivery_delay, q.retention, q.max_message_size
+    SELECT DISTINCT q.id, q.name, q.delivery_delay, q.retention, q.max_message_size,
+                    q.max_length
     FROM x
     JOIN pgq_binding b ON b.exchange_id = x.id
     JOIN pgq_queue q ON q.id = b.queue_id
@@ -119,27 +141,71 @@ WITH x AS (
                 %(headers)s::jsonb -> f.name, %(attributes)s::jsonb -> f.name, 'null'::jsonb)))
 ), too_large AS (
     SELECT name FROM matched WHERE max_message_size < %(size)s ORDER BY name LIMIT 1
-), ins AS (
-    INSERT INTO pgq_message (queue_id, message, headers, attributes, label, priority, read_ct,
-                             enqueued_at, vt, expires_at, group_id, dedup_id, max_retries,
-                             retry_delay, cancel_requested)
-    SELECT m.id, %(body)s::jsonb, %(headers)s::jsonb, %(attributes)s::jsonb, %(label)s,
-           %(priority)s, 0, clock_timestamp(),
-           clock_timestamp() + make_interval(secs => coalesce(%(delay)s, m.delivery_delay)),
-           clock_timestamp() + make_interval(secs => least(m.retention,
-                                                           coalesce(%(expires_in)s, m.retention))),
+), full_queue AS (
+    SELECT name FROM matched m WHERE NOT {has_room} ORDER BY name LIMIT 1
+), go AS (
+    SELECT m.* FROM matched m
+    WHERE NOT EXISTS (SELECT 1 FROM too_large) AND NOT EXISTS (SELECT 1 FROM full_queue)
+)"""
+
+# Insert one copy per row of ``target`` (queue columns as in ``matched``), in queue-name
+# order; msg_id from the column default, or from target's own msg_id column when drawn early.
+_INSERT_COPIES = """
+    INSERT INTO pgq_message ({id_col}queue_id, message, headers, attributes, label, priority,
+                             read_ct, enqueued_at, vt, expires_at, group_id, dedup_id,
+                             max_retries, retry_delay, cancel_requested)
+    SELECT {id_val}t.id, %(body)s::jsonb, %(headers)s::jsonb, %(attributes)s::jsonb,
+           %(label)s, %(priority)s, 0, clock_timestamp(),
+           clock_timestamp() + make_interval(secs => coalesce(%(delay)s, t.delivery_delay)),
+           clock_timestamp() + make_interval(secs => least(t.retention,
+                                                           coalesce(%(expires_in)s, t.retention))),
            %(group)s, %(dedup_id)s, %(max_retries)s, %(retry_delay)s, false
-    FROM matched m
-    WHERE NOT EXISTS (SELECT 1 FROM too_large)
-    ORDER BY m.name
+    FROM {target} t
+    ORDER BY t.name
     RETURNING msg_id, queue_id
-), counted AS (
+"""
+
+_PUBLISHED = """
+, counted AS (
     INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
     SELECT queue_id, 'sent', count(*), clock_timestamp() FROM ins GROUP BY queue_id
 )
 SELECT (SELECT id FROM x),
-       ARRAY(SELECT msg_id FROM ins ORDER BY msg_id),
+       ARRAY(SELECT msg_id FROM {ids} ORDER BY msg_id),
        (SELECT name FROM too_large),
        (SELECT count(pg_notify(%(channel)s, m.name)) FROM matched m
-        WHERE coalesce(%(delay)s, m.delivery_delay) <= 0 AND NOT EXISTS (SELECT 1 FROM too_large))
+        WHERE coalesce(%(delay)s, m.delivery_delay) <= 0
+          AND m.id IN (SELECT queue_id FROM ins)),
+       (SELECT name FROM full_queue)
 """
+
+_ROUTE_WITH_ROOM = _ROUTE.format(has_room=HAS_ROOM.format(q="m", n="1"))
+_COPIES_DEFAULT_IDS = _INSERT_COPIES.format(target="go", id_col="", id_val="")
+_COPIES_DRAWN_IDS = _INSERT_COPIES.format(target="target", id_col="msg_id, ", id_val="t.msg_id, ")
+
+# -- publish -- Route one message through an exchange: one copy per matched queue, one trip.
+# Returns the exchange id (NULL: no such exchange), the new ids, the name of a matched queue
+# too small for the body and the name of a matched queue that is full (then nothing is
+# inserted).
+_PUBLISHED_NEW = _PUBLISHED.format(ids="ins")
+PUBLISH = f"""WITH {_ROUTE_WITH_ROOM}, ins AS ({_COPIES_DEFAULT_IDS}){_PUBLISHED_NEW}"""
+
+# -- publish_deduplicated -- Publish under a dedup_id: each routed queue keeps its own claim
+# (as a send would), so a repeat within the window inserts no copy in a queue that already
+# has one and answers that copy's msg_id. Queues that gained a binding since get theirs.
+PUBLISH_DEDUPLICATED = f"""WITH {_ROUTE_WITH_ROOM}, new AS MATERIALIZED (
+    SELECT go.*, nextval('pgq_message_msg_id_seq') AS msg_id FROM go
+), claim AS (
+    INSERT INTO pgq_dedup (queue_id, dedup_id, msg_id, expires_at)
+    SELECT new.id, %(dedup_id)s, new.msg_id,
+           clock_timestamp() + make_interval(secs => %(window)s)
+    FROM new
+    ON CONFLICT (queue_id, dedup_id) DO UPDATE
+        SET msg_id = CASE WHEN pgq_dedup.expires_at <= clock_timestamp()
+                          THEN EXCLUDED.msg_id ELSE pgq_dedup.msg_id END,
+            expires_at = CASE WHEN pgq_dedup.expires_at <= clock_timestamp()
+                              THEN EXCLUDED.expires_at ELSE pgq_dedup.expires_at END
+    RETURNING queue_id, msg_id
+), target AS (
+    SELECT new.* FROM new JOIN claim ON claim.queue_id = new.id AND claim.msg_id = new.msg_id
+), ins AS ({_COPIES_DRAWN_IDS}){_PUBLISHED.format(ids="claim")}"""  # noqa: S608 (constants)

@@ -109,6 +109,15 @@ def embedded_dsn(data_dir: str | Path) -> str:
     return str(_server.get_uri())
 
 
+def embedded_server() -> Any | None:
+    """The embedded server this process started or attached to; None under DATABASE_URL.
+
+    Tests that must restart PostgreSQL for real (to prove reconnection) need its data
+    directory and system user.
+    """
+    return _server
+
+
 def _stop_on_fatal_signals() -> None:
     """Detach from (and, if last, stop) the server when SIGTERM/SIGHUP would kill us.
 

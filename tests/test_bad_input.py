@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from django.forms.models import model_to_dict
 
 import pgq_django as pgq
-from pgq_django.models import Message, QueueCounter
+from pgq_django.models import Binding, Exchange, Message, Queue, QueueCounter
+
+DEEP = [[]]
+for _ in range(150):
+    DEEP = [DEEP]
+VERY_DEEP: list = []
+for _ in range(5000):
+    VERY_DEEP = [VERY_DEEP]
 
 
 @pytest.fixture
@@ -21,6 +29,9 @@ def snapshot(queue):
                 .values_list("msg_id", "read_ct", "vt", "message")
             ),
             QueueCounter.objects.filter(queue=queue).count(),
+            [model_to_dict(q) for q in Queue.objects.order_by("name")],
+            list(Binding.objects.order_by("pk").values()),
+            list(Exchange.objects.order_by("pk").values()),
         )
 
     return take
@@ -62,7 +73,147 @@ BAD_CALLS = [
         lambda q: pgq.read_with_poll(q, max_poll_seconds=-1),
         pgq.InvalidArgument,
     ),
+    # Lone surrogates cannot be encoded as UTF-8 for PostgreSQL.
+    ("body with a lone surrogate", lambda q: pgq.send(q, "a\ud800"), pgq.InvalidMessage),
+    (
+        "header key with a lone surrogate",
+        lambda q: pgq.send(q, 1, headers={"k\udfff": 1}),
+        pgq.InvalidMessage,
+    ),
+    (
+        "attribute with a lone surrogate",
+        lambda q: pgq.send(q, 1, attributes={"a": ["\ud800"]}),
+        pgq.InvalidMessage,
+    ),
+    ("label with a lone surrogate", lambda q: pgq.send(q, 1, label="\ud800"), pgq.InvalidArgument),
+    ("group with a lone surrogate", lambda q: pgq.send(q, 1, group="g\ud800"), pgq.InvalidArgument),
+    ("label with NUL", lambda q: pgq.send(q, 1, label="a\x00"), pgq.InvalidArgument),
+    (
+        "dedup_id with a lone surrogate",
+        lambda q: pgq.send(q, 1, dedup_id="\ud800"),
+        pgq.InvalidArgument,
+    ),
+    (
+        "read filter with a lone surrogate",
+        lambda q: pgq.read(q, filters={"headers": {"a": "\ud800"}}),
+        pgq.InvalidMessage,
+    ),
+    (
+        "read label filter with a lone surrogate",
+        lambda q: pgq.read(q, filters={"label": "\ud800"}),
+        pgq.InvalidArgument,
+    ),
+    # Nesting: a documented limit, and no RecursionError from the encoder.
+    ("body nested 150 deep", lambda q: pgq.send(q, DEEP), pgq.InvalidMessage),
+    ("body nested 5000 deep", lambda q: pgq.send(q, VERY_DEEP), pgq.InvalidMessage),
+    ("headers nested 150 deep", lambda q: pgq.send(q, 1, headers={"h": DEEP}), pgq.InvalidMessage),
+    # Message references out of range or of the wrong type.
+    (
+        "receipt id beyond bigint",
+        lambda q: pgq.delete(q, pgq.Receipt(2**63, 1)),
+        pgq.InvalidArgument,
+    ),
+    (
+        "receipt read_ct beyond int",
+        lambda q: pgq.delete(q, pgq.Receipt(1, 2**31)),
+        pgq.InvalidArgument,
+    ),
+    ("receipt string beyond bigint", lambda q: pgq.archive(q, f"{2**64}:1"), pgq.InvalidArgument),
+    ("id beyond bigint", lambda q: pgq.read_by_id(q, 2**63), pgq.InvalidArgument),
+    ("receipt with a text id", lambda q: pgq.delete(q, pgq.Receipt("x", 1)), pgq.InvalidArgument),
+    (
+        "receipt with a float read_ct",
+        lambda q: pgq.nack(q, pgq.Receipt(1, 1.5)),
+        pgq.InvalidArgument,
+    ),
+    ("delete a superscript digit", lambda q: pgq.delete(q, "\u00b2"), pgq.InvalidArgument),
+    ("delete bytes as a list of ids", lambda q: pgq.delete(q, b"\x01\x02"), pgq.InvalidArgument),
+    ("archive a bytearray", lambda q: pgq.archive(q, bytearray(b"\x01")), pgq.InvalidArgument),
+    ("delete a dict of ids", lambda q: pgq.delete(q, {1: 2}), pgq.InvalidArgument),
+    # Owners: a username that does not exist, or something that is not a user.
+    ("owner unknown username", lambda q: pgq.alter_queue(q, owner="bob"), pgq.InvalidArgument),
+    ("owner of the wrong type", lambda q: pgq.alter_queue(q, owner=42), pgq.InvalidArgument),
+    (
+        "create with unknown owner",
+        lambda q: pgq.create_queue("fresh_q", owner="bob"),
+        pgq.InvalidArgument,
+    ),
+    (
+        "exchange with unknown owner",
+        lambda q: pgq.create_exchange("fresh_x", owner="bob"),
+        pgq.InvalidArgument,
+    ),
+    # Unknown send options are a PgqError, not a TypeError.
+    ("unknown send option", lambda q: pgq.send(q, 1, dealy=5), pgq.InvalidArgument),
+    ("unknown batch option", lambda q: pgq.send_batch(q, [1], colour="red"), pgq.InvalidArgument),
 ]
+
+
+@pytest.fixture
+def exchange(db):
+    return pgq.create_exchange("bad_input_x", "headers")
+
+
+BAD_BINDINGS = [
+    ("NaN", {"a": [float("nan")]}),
+    ("infinity", {"a": float("inf")}),
+    ("negative infinity", {"a": [1, float("-inf")]}),
+    ("NUL in a value", {"a": ["x\x00"]}),
+    ("NUL in a key", {"a\x00": ["x"]}),
+    ("lone surrogate in a value", {"a": "\ud800"}),
+    ("lone surrogate in a key", {"\ud800": 1}),
+    ("an int key", {1: "x"}),
+]
+
+
+@pytest.mark.parametrize("filters", [b[1] for b in BAD_BINDINGS], ids=[b[0] for b in BAD_BINDINGS])
+def test_bad_binding_filters_raise_and_bind_nothing(queue, snapshot, exchange, filters):
+    before = snapshot()
+    with pytest.raises(pgq.InvalidArgument):
+        pgq.bind_queue(queue, exchange, filters=filters)
+    assert snapshot() == before
+
+
+def test_bad_routing_keys_raise_and_bind_or_publish_nothing(queue, snapshot, exchange):
+    before = snapshot()
+    for key in ("a\ud800", "a\x00"):
+        with pytest.raises(pgq.InvalidArgument):
+            pgq.bind_queue(queue, exchange, routing_key=key)
+        with pytest.raises(pgq.InvalidArgument):
+            pgq.publish(exchange, 1, routing_key=key)
+    with pytest.raises(pgq.InvalidArgument):
+        pgq.publish(exchange, 1, colour="red")
+    assert snapshot() == before
+
+
+def test_the_six_characters_backslash_u0000_are_text_not_a_nul(queue):
+    text = "literally \\u0000 and \\\\u0000"
+    msg_id = pgq.send(queue, {text: text}, headers={"h": text}, label=text)
+    stored = pgq.read_by_id(queue, msg_id)
+    assert stored.message == {text: text}
+    assert stored.headers == {"h": text}
+    # A real NUL after a literal backslash is still refused.
+    with pytest.raises(pgq.InvalidMessage):
+        pgq.send(queue, "a\\\x00")
+
+
+def test_nesting_up_to_the_limit_is_accepted(queue):
+    from pgq_django.api.validation import MAX_DEPTH
+
+    body: list = []
+    for _ in range(MAX_DEPTH - 1):
+        body = [body]
+    msg_id = pgq.send(queue, body, headers={"wide": [[1]] * 500})
+    assert pgq.read_by_id(queue, msg_id).message == body
+    with pytest.raises(pgq.InvalidMessage, match="100 levels"):
+        pgq.send(queue, [body])
+
+
+def test_owner_accepts_a_user_or_a_username(queue, django_user_model):
+    alice = django_user_model.objects.create_user("alice")
+    assert pgq.alter_queue(queue, owner="alice").owner == alice
+    assert pgq.alter_queue(queue, owner=None).owner is None
+    assert pgq.alter_queue(queue, owner=alice).owner == alice
 
 
 @pytest.mark.parametrize("call, error", [c[1:] for c in BAD_CALLS], ids=[c[0] for c in BAD_CALLS])

@@ -414,3 +414,32 @@ def test_every_exchange_function_has_an_async_twin():
         "revoke_publish_access",
     ):
         assert callable(getattr(pgq, "a" + name))
+
+
+# -- deduplication ----------------------------------------------------------------------------
+
+
+def test_publish_with_a_dedup_id_twice_gives_one_copy_per_queue_like_send(
+    db, exchange_of, make_queue
+):
+    x = exchange_of("fanout")
+    a, b = make_queue(), make_queue()
+    pgq.bind_queue(a, x)
+    pgq.bind_queue(b, x)
+    first = pgq.publish(x, {"n": 1}, dedup_id="order-7")
+    again = pgq.publish(x, {"n": 1}, dedup_id="order-7")
+    assert again == first and len(first) == 2
+    assert _bodies(a) == [{"n": 1}] and _bodies(b) == [{"n": 1}]
+    assert QueueCounter.objects.filter(queue=a, kind="sent").count() == 1
+    # A queue bound since then gets its copy; the others still get none.
+    c = make_queue()
+    pgq.bind_queue(c, x)
+    third = pgq.publish(x, {"n": 1}, dedup_id="order-7")
+    assert set(first) < set(third) and len(third) == 3
+    assert (len(_bodies(a)), len(_bodies(b)), len(_bodies(c))) == (1, 1, 1)
+    # A send under the same dedup_id to a routed queue is the same duplicate.
+    assert pgq.send(a, {"n": 1}, dedup_id="order-7") in first
+    # Another dedup_id, or none, publishes again.
+    assert len(pgq.publish(x, {"n": 2}, dedup_id="order-8")) == 3
+    assert len(pgq.publish(x, {"n": 3})) == 3
+    assert len(_bodies(a)) == 3

@@ -92,7 +92,7 @@ def test_async_waiters_share_the_listener_with_threads(queue_name):
     async def scenario() -> list[int]:
         waiters = [
             asyncio.create_task(
-                pgq.aread_with_poll(queue_name, max_poll_seconds=30, poll_interval_ms=60_000)
+                pgq.aread_with_poll(queue_name, max_poll_seconds=20, poll_interval_ms=60_000)
             )
             for _ in range(20)
         ]

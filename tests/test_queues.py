@@ -165,3 +165,58 @@ def test_compacting_counters_keeps_totals_and_per_minute_history(queue):
     assert pgq.metrics(queue).total_messages == before == 6
     assert QueueCounter.objects.filter(queue=queue, kind="sent").count() == 2
     assert Message.objects.compact_counters() == (0, 0)
+
+
+def test_dead_letter_cycles_are_refused_and_change_nothing(make_queue):
+    a, b, c = make_queue(), make_queue(), make_queue()
+    pgq.alter_queue(a, dead_letter_queue=b)
+    pgq.alter_queue(b, dead_letter_queue=c)
+    for queue, target in ((a, a), (b, a), (c, a), (c, b)):
+        with pytest.raises(pgq.InvalidArgument, match="cycle"):
+            pgq.alter_queue(queue, dead_letter_queue=target, visibility_timeout=7)
+    assert [
+        (q.dead_letter_queue_id, q.visibility_timeout)
+        for q in (pgq.get_queue(a), pgq.get_queue(b), pgq.get_queue(c))
+    ] == [(b.pk, a.visibility_timeout), (c.pk, b.visibility_timeout), (None, c.visibility_timeout)]
+    # A chain without a cycle, and a DLQ shared by two queues, are fine.
+    assert pgq.alter_queue(c, dead_letter_queue=make_queue()).dead_letter_queue_id is not None
+    assert pgq.alter_queue(make_queue(), dead_letter_queue=c).dead_letter_queue == c
+
+
+def test_concurrent_changes_cannot_close_a_dead_letter_cycle_together(transactional_db):
+    """Two threads each point one queue at the other; one of them must be refused."""
+    import threading
+
+    from django.db import connections
+
+    a, b = pgq.create_queue("cycle_a"), pgq.create_queue("cycle_b")
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def point(src, dst):
+        try:
+            barrier.wait()
+            pgq.alter_queue(src, dead_letter_queue=dst)
+        except pgq.InvalidArgument as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=point, args=p) for p in ((a, b), (b, a))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(errors) == 1
+    links = {q.name: q.dead_letter_queue_id for q in pgq.list_queues()}
+    assert not (links["cycle_a"] == b.pk and links["cycle_b"] == a.pk)
+
+
+@pytest.mark.parametrize("name, fifo", [("kind_x.fifo", False), ("kind_y", True)])
+def test_a_queues_kind_cannot_change_after_creation(db, name, fifo):
+    queue = pgq.create_queue(name)
+    with pytest.raises(pgq.InvalidArgument, match="kind cannot change"):
+        pgq.alter_queue(queue, fifo=fifo, visibility_timeout=9)
+    fresh = pgq.get_queue(name)
+    assert (fresh.fifo, fresh.visibility_timeout) == (not fifo, queue.visibility_timeout)
+    assert pgq.alter_queue(queue, fifo=not fifo).fifo is (not fifo)  # unchanged value: fine

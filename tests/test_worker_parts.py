@@ -258,3 +258,15 @@ def test_the_command_rejects_contradictory_or_unknown_arguments(db):
         call_command("pgq_worker", "--queue", "nobody_serves_it", "--once")
     with pytest.raises(CommandError):
         call_command("pgq_worker", "--min-workers", "4", "--max-workers", "2")
+
+
+def test_the_handler_decorator_takes_a_timeout(db):
+    try:
+        pgq.handler("timed_q", timeout=2.5)(_writer)
+        assert registry.registered()["timed_q"].timeout == 2.5
+        with pytest.raises(pgq.InvalidArgument):
+            pgq.handler("timed_q", timeout=0)(_writer)
+        with pytest.raises(pgq.InvalidArgument):
+            pgq.handler("timed_q", timeout="soon")(_writer)
+    finally:
+        registry.unregister("timed_q")

@@ -170,3 +170,55 @@ def test_once_exits_1_and_counts_failures_apart_when_a_handler_failed(effects_qu
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert out.strip() == "processed=1 failed=0"
+
+
+@pytest.mark.parametrize("kind", ["exit", "interrupt"])
+def test_a_handler_raising_systemexit_or_keyboardinterrupt_is_nacked_and_the_worker_goes_on(
+    effects_queue, spawn, kind
+):
+    q = effects_queue(retry_delay=3600, backoff="none")
+    bad = pgq.send(q, {kind: True})
+    after = pgq.send_batch(q, [{"n": 1}, {"n": 2}])
+    # One thread: had the exception killed it, the messages after the bad one would wait.
+    _code, err = finish(spawn(*WORKER, "--queue", q.name, "--once", "--concurrency", "1"))
+    assert sorted(m for m, _a, _p in effects(q)) == after  # the bad one's write rolled back
+    left = pgq.read_by_id(q, bad)
+    assert left.read_ct == 1 and left.vt > timezone.now()  # nacked: back after retry_delay
+    assert "event=message_failed" in err and ("SystemExit" in err or "KeyboardInterrupt" in err)
+
+
+def test_an_attempt_cut_by_the_grace_period_counts_and_is_nacked(effects_queue, spawn, tmp_path):
+    q = effects_queue(visibility_timeout=60, retry_delay=0, backoff="none", max_retries=5)
+    marker = tmp_path / "started"
+    cut = pgq.send(q, {"marker": str(marker), "sleep": 120})
+    waiting = pgq.send(q, {"n": 2})  # leased in the same batch, never started
+    proc = spawn(*WORKER, "--queue", q.name, "--grace", "1")
+    wait_until(marker.exists, what="the handler to start")
+    proc.send_signal(signal.SIGTERM)
+    code, err = finish(proc)
+    assert code == 1, err  # the grace period ran out
+    assert "event=grace_expired" in err
+    assert effects(q) == []  # the cut handler's transaction rolled back
+    counted = pgq.read_by_id(q, cut)
+    assert counted.read_ct == 1  # the cut attempt counts…
+    assert counted.vt <= timezone.now()  # …and the message is back (retry_delay 0)
+    assert pgq.read_by_id(q, waiting).read_ct == 0  # the unstarted one does not count
+
+
+def test_a_hung_handler_times_out_its_lease_is_not_extended_and_it_is_dead_lettered(
+    effects_queue, make_queue, spawn, tmp_path
+):
+    dlq = make_queue()
+    q = effects_queue(visibility_timeout=2, max_retries=0, dead_letter_queue=dlq)
+    marker = tmp_path / "started"
+    hung = pgq.send(q, {"marker": str(marker), "sleep": 600})
+    proc = spawn(*WORKER, "--queue", q.name, "--handler-timeout", "1", "--grace", "0")
+    wait_until(marker.exists, what="the handler to start")
+    wait_until(lambda: pgq.read_by_id(dlq, hung) is not None, what="the timed-out message")
+    dead = pgq.read_by_id(dlq, hung)
+    assert "past its timeout of 1 s" in dead.headers["pgq_dead_letter"]["last_error"]
+    assert dead.headers["pgq_dead_letter"]["attempts"] == 1
+    proc.send_signal(signal.SIGTERM)
+    _code, err = finish(proc)
+    assert "event=handler_timeout" in err
+    assert effects(q) == []  # the hung attempt never committed

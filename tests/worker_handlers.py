@@ -43,6 +43,10 @@ def record(message: Any) -> dict[str, Any]:
         time.sleep(sleep)
     if body.get("fail"):
         raise ValueError(f"poison message {message.msg_id}")
+    if body.get("exit"):
+        raise SystemExit(3)  # what sys.exit() in a handler does
+    if body.get("interrupt"):
+        raise KeyboardInterrupt
     return {"handled_by": os.getpid()}
 
 

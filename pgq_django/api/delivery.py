@@ -18,7 +18,8 @@ from ..conf import settings
 from ..exceptions import InvalidArgument, QueueNotFound
 from ..models import Outcome
 from . import validation as v
-from .messages import _missing, _ref
+from .messages import _missing, _queue_full, _ref
+from .recovery import recovers
 
 # A NUL character in JSON text: ``\u0000`` not itself escaped (``\\u0000`` is text).
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -62,6 +63,7 @@ class Result:
         return asdict(self)
 
 
+@recovers()
 def result(msg_id: Any) -> Result | None:
     """The state of a message by id, live or archived; None if it left no trace.
 
@@ -89,6 +91,7 @@ def result(msg_id: Any) -> Result | None:
     )
 
 
+@recovers()
 def cancel(queue: Any, msg_id: Any) -> bool:
     """Cancel a message: a pending one is archived as ``cancelled`` at once; a leased one is
     flagged ``cancel_requested`` (see :func:`cancel_requested`) and is archived as cancelled
@@ -100,6 +103,7 @@ def cancel(queue: Any, msg_id: Any) -> bool:
     return row[1] is not None
 
 
+@recovers()
 def cancel_requested(msg_id: Any) -> bool:
     """Whether :func:`cancel` was called for a message a handler is working on.
 
@@ -110,6 +114,7 @@ def cancel_requested(msg_id: Any) -> bool:
     return bool(row and row[0])
 
 
+@recovers(False)
 def redrive(
     dead_letter_queue: Any, *, to: Any = None, limit: int | None = None, origins: Any = None
 ) -> int:
@@ -151,6 +156,7 @@ def redrive(
     return int(row[1])
 
 
+@recovers()
 def dead_letter_origins(dead_letter_queue: Any) -> dict[str, int]:
     """Where :func:`redrive` would send a dead-letter queue's messages: queue name -> count.
 
@@ -163,6 +169,7 @@ def dead_letter_origins(dead_letter_queue: Any) -> dict[str, int]:
     return {name: int(n) for name, n in sql.run_all(sql.DEAD_LETTER_ORIGINS, {"dlq": queue.name})}
 
 
+@recovers(False)
 def replay(queue: Any, msg_ids: Any, *, to: Any = None) -> list[int]:
     """Send copies of archived messages of ``queue`` to ``to`` (by default back to ``queue``).
 
@@ -207,6 +214,7 @@ def replay(queue: Any, msg_ids: Any, *, to: Any = None) -> list[int]:
     return sent
 
 
+@recovers()
 def register_callback(queue: Any, callback: str) -> Any:
     """Set the dotted path of the function workers call for each message (pgpro).
 
@@ -221,6 +229,7 @@ def register_callback(queue: Any, callback: str) -> Any:
     return alter_queue(queue, callback=path)
 
 
+@recovers()
 def unregister_callback(queue: Any) -> Any:
     """Remove a queue's callback; its messages wait until a handler or callback appears."""
     from .queues import alter_queue
@@ -246,9 +255,12 @@ def send_deduplicated(name: str, body: str, *, size: int, **options: Any) -> int
     )
     if row is None or row[0] is None:
         raise _missing(name, size=size)
+    if row[4]:
+        raise _queue_full(name, 1)
     return int(row[1])
 
 
+@recovers()
 def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
     """Acknowledge a message and record what its handler produced.
 
@@ -285,6 +297,7 @@ def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
     return bool(deleted)
 
 
+@recovers()
 def release_leases(queue: Any, msg_ids: Any) -> list[int]:
     """Hand leased messages back unstarted: visible now, the unused delivery not counted.
 
@@ -311,6 +324,7 @@ def release_leases(queue: Any, msg_ids: Any) -> list[int]:
     return list(row[1])
 
 
+@recovers()
 def archive_cancelled(queue: Any, msg_id: Any) -> bool:
     """Archive a leased message whose cancellation was requested, as ``cancelled``.
 

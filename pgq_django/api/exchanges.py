@@ -7,7 +7,7 @@ all its copies together with the caller's own rows.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 from django.db import IntegrityError, transaction
 
@@ -19,17 +19,20 @@ from ..exceptions import (
     ExchangeNotFound,
     InvalidArgument,
     MessageTooLarge,
+    QueueFull,
 )
 from ..models import Binding, Exchange, ExchangeType, Queue
 from . import validation as v
-from .messages import _send_options
+from .messages import SendOptions, _send_options
 from .queues import get_queue
+from .recovery import has_dedup_id, recovers
 
 
 def _db() -> str:
     return settings.DATABASE
 
 
+@recovers()
 def get_exchange(exchange: Any) -> Exchange:
     """The Exchange for a name or instance; raises ExchangeNotFound."""
     name = v.name(exchange, kind="exchange")
@@ -39,6 +42,7 @@ def get_exchange(exchange: Any) -> Exchange:
         raise ExchangeNotFound(f"Exchange {name!r} does not exist.", exchange=name) from None
 
 
+@recovers(False)
 def create_exchange(name: str, type: str = "fanout", *, owner: Any = None) -> Exchange:
     """Create an exchange of type fanout, direct, topic or headers.
 
@@ -51,15 +55,17 @@ def create_exchange(name: str, type: str = "fanout", *, owner: Any = None) -> Ex
         )
     try:
         with transaction.atomic(using=_db()):
-            return Exchange.objects.using(_db()).create(name=name, type=type, owner=owner)
+            return Exchange.objects.using(_db()).create(name=name, type=type, owner=v.user(owner))
     except IntegrityError:
         raise ExchangeAlreadyExists(f"Exchange {name!r} already exists.", exchange=name) from None
 
 
+@recovers()
 def list_exchanges() -> list[Exchange]:
     return list(Exchange.objects.using(_db()).order_by("name"))
 
 
+@recovers()
 def drop_exchange(name: Any, *, cascade: bool = False) -> bool:
     """Remove an exchange; False if there was no such exchange.
 
@@ -93,6 +99,7 @@ def drop_exchange(name: Any, *, cascade: bool = False) -> bool:
     return True
 
 
+@recovers()
 def bind_queue(
     queue: Any, exchange: Any, routing_key: str | None = None, *, filters: Any = None
 ) -> Binding:
@@ -121,6 +128,7 @@ def bind_queue(
     return binding
 
 
+@recovers()
 def unbind_queue(queue: Any, exchange: Any, routing_key: str | None = None) -> int:
     """Stop routing to the queue: one routing key, or every binding when ``routing_key`` is
     None. Returns how many bindings were removed (0 is not an error)."""
@@ -133,6 +141,7 @@ def unbind_queue(queue: Any, exchange: Any, routing_key: str | None = None) -> i
     return deleted
 
 
+@recovers()
 def list_bindings(*, exchange: Any = None, queue: Any = None) -> list[Binding]:
     """Bindings of one exchange, one queue, both, or all, with their exchange and queue."""
     found = Binding.objects.using(_db()).select_related("exchange", "queue")
@@ -143,27 +152,41 @@ def list_bindings(*, exchange: Any = None, queue: Any = None) -> list[Binding]:
     return list(found.order_by("exchange__name", "queue__name", "routing_key"))
 
 
+@recovers(has_dedup_id)
 def publish(
-    exchange: Any, message: Any, *, routing_key: str | None = None, **send_options: Any
+    exchange: Any,
+    message: Any,
+    *,
+    routing_key: str | None = None,
+    **send_options: Unpack[SendOptions],
 ) -> list[int]:
     """Send a copy of ``message`` to every queue the exchange routes it to; returns the ids.
 
     Accepts :func:`pgq_django.send`'s options (headers, attributes, priority, delay …),
     applied to every copy; header keys starting with ``pgq_`` are reserved and refused. No
-    matching binding is not an error: the answer is ``[]``. A body larger than any matched
-    queue accepts raises MessageTooLarge and sends nothing.
+    matching binding is not an error: the answer is ``[]``. A body
+    larger than any matched queue accepts raises MessageTooLarge, and a matched queue
+    holding its ``max_length`` messages raises QueueFull; either way nothing is sent. With a
+    ``dedup_id`` each routed queue deduplicates its copy as :func:`pgq_django.send` does: a
+    repeat within five minutes adds no copy and answers the first copies' ids.
     """
     name = v.name(exchange, kind="exchange")
     key = routing.routing_key(routing_key)
     v.unreserved_headers(send_options.get("headers"))
-    opts = _send_options(**send_options)
+    opts = _send_options(dict(send_options))
     body = v.body(message, send_options.get("headers"))
     size = len(body.encode())
-    exchange_id, ids, too_large = Exchange.objects.db_manager(_db()).publish_body(
+    exchange_id, ids, too_large, full = Exchange.objects.db_manager(_db()).publish_body(
         name, body, size=size, routing_key=key, **opts
     )
     if exchange_id is None:
         raise ExchangeNotFound(f"Exchange {name!r} does not exist.", exchange=name)
+    if full is not None:
+        raise QueueFull(
+            f"Queue {full!r} bound to exchange {name!r} holds its max_length messages; "
+            "nothing was published.",
+            queue=full,
+        )
     if too_large is not None:
         limit = Queue.objects.using(_db()).get(name=too_large).max_message_size
         raise MessageTooLarge(

@@ -18,6 +18,7 @@ from ..exceptions import InvalidArgument
 from ..models import ExchangeGrant, QueueGrant
 from .exchanges import get_exchange
 from .queues import get_queue
+from .recovery import recovers
 
 
 def _grantee(to: Any) -> dict[str, Any]:
@@ -43,6 +44,7 @@ def _flag(value: Any, field: str) -> bool:
     return value
 
 
+@recovers()
 def grant_queue_access(
     queue: Any, to: Any, *, read: bool = True, write: bool = True, manage: bool = False
 ) -> QueueGrant:
@@ -61,6 +63,7 @@ def grant_queue_access(
     return grant
 
 
+@recovers()
 def revoke_queue_access(queue: Any, to: Any) -> bool:
     """Remove the grant to ``to`` on the queue; False if there was none.
 
@@ -73,12 +76,14 @@ def revoke_queue_access(queue: Any, to: Any) -> bool:
     return deleted > 0
 
 
+@recovers()
 def reset_queue_access(queue: Any) -> int:
     """Remove every grant on the queue, so only its owner (and superusers) keep access."""
     deleted, _ = QueueGrant.objects.using(settings.DATABASE).filter(queue=get_queue(queue)).delete()
     return deleted
 
 
+@recovers()
 def grant_publish_access(exchange: Any, to: Any) -> ExchangeGrant:
     """Let ``to`` publish through the exchange."""
     who = _grantee(to)
@@ -90,6 +95,7 @@ def grant_publish_access(exchange: Any, to: Any) -> ExchangeGrant:
     return grant
 
 
+@recovers()
 def revoke_publish_access(exchange: Any, to: Any) -> bool:
     """Remove the publish grant to ``to``; False if there was none."""
     who = _grantee(to)

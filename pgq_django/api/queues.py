@@ -10,6 +10,7 @@ from ..conf import settings
 from ..exceptions import InvalidArgument, QueueAlreadyExists, QueueNotFound
 from ..models import Backoff, Message, Queue
 from . import validation as v
+from .recovery import recovers
 
 # Fields alter_queue() accepts, each with the check that normalises it.
 _DURATIONS = ("visibility_timeout", "delivery_delay", "retry_delay", "backoff_cap")
@@ -46,14 +47,19 @@ def _queue_fields(options: dict[str, Any]) -> dict[str, Any]:
             out[key] = value
         elif key == "dead_letter_queue":
             out[key] = None if value is None else get_queue(value)
-        elif key == "rate_limit":
-            out[key] = v.seconds(value, key, allow_none=True)
-        elif key == "concurrency_limit":
-            out[key] = v.integer(value, key, minimum=1, allow_none=True)
+        elif key in ("rate_limit", "concurrency_limit"):
+            if value is not None:
+                raise InvalidArgument(
+                    f"{key} is not enforced yet, so setting it is refused rather than "
+                    "silently ignored; limit throughput with the number of workers "
+                    "(pgq_worker --concurrency) instead.",
+                    field=key,
+                )
+            out[key] = None
         elif key == "callback":
             out[key] = _callback(value)
         elif key == "owner":
-            out[key] = value
+            out[key] = v.user(value)
         else:
             raise InvalidArgument(f"{key!r} is not a queue setting.", field=key)
     return out
@@ -87,6 +93,7 @@ def _callback(value: Any) -> str:
     return path
 
 
+@recovers()
 def get_queue(queue: Any) -> Queue:
     """The Queue for a name or instance; raises QueueNotFound."""
     name = v.name(queue)
@@ -96,6 +103,7 @@ def get_queue(queue: Any) -> Queue:
         raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name) from None
 
 
+@recovers(False)
 def create_queue(
     name: str,
     *,
@@ -143,27 +151,73 @@ def _default(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
+@recovers()
 def alter_queue(name: Any, **changes: Any) -> Queue:
     """Change a queue's settings; takes effect for the next read, send or nack."""
     queue = get_queue(name)
     fields = _queue_fields(changes)
-    dlq = fields.get("dead_letter_queue")
-    if dlq is not None and dlq.pk == queue.pk:
-        raise InvalidArgument(
-            "A queue cannot be its own dead-letter queue.", field="dead_letter_queue"
-        )
-    for key, value in fields.items():
-        setattr(queue, key, value)
-    queue.save(using=_db(), update_fields=[*fields, "updated_at"])
+    _check_fifo_unchanged(queue, fields)
+    with transaction.atomic(using=_db()):
+        dlq = fields.get("dead_letter_queue")
+        if dlq is not None:
+            _refuse_dead_letter_cycle(queue, dlq)
+        for key, value in fields.items():
+            setattr(queue, key, value)
+        queue.save(using=_db(), update_fields=[*fields, "updated_at"])
     return queue
 
 
+def _check_fifo_unchanged(queue: Queue, fields: dict[str, Any]) -> None:
+    """A queue's kind is fixed when it is created (as in SQS): ``fifo`` cannot change.
+
+    Turning FIFO off under a ``.fifo`` queue would let its groups be read out of order, and
+    turning it on under live messages would change how leases already taken are ordered.
+    Create a new queue of the other kind and move the messages instead.
+    """
+    if "fifo" in fields and fields["fifo"] != queue.fifo:
+        kind = "a FIFO" if queue.fifo else "not a FIFO"
+        raise InvalidArgument(
+            f"Queue {queue.name!r} is {kind} queue, and a queue's kind cannot change after "
+            "it is created; create a new queue instead.",
+            field="fifo",
+        )
+
+
+def _refuse_dead_letter_cycle(queue: Queue, dlq: Queue) -> None:
+    """Raise unless following dead-letter queues from ``dlq`` never comes back to ``queue``.
+
+    A cycle (A → A, A → B → A) would bounce a failing message between the queues forever.
+    Callers hold a transaction; the advisory lock makes concurrent changes to dead-letter
+    queues take turns, and each step of the walk reads what the previous holder committed.
+    """
+    from .. import delivery as sql
+
+    sql.run(sql.LOCK_DEAD_LETTER_GRAPH, {})
+    path = [queue.name]
+    current: int | None = dlq.pk
+    while current is not None and len(path) <= 10_000:
+        row = Queue.objects.using(_db()).filter(pk=current).values("name", "dead_letter_queue")
+        found = row.first()
+        if found is None:
+            return
+        path.append(found["name"])
+        if current == queue.pk:
+            raise InvalidArgument(
+                f"Dead-letter queues would form a cycle ({' → '.join(path)}): a failing "
+                "message would bounce between them forever.",
+                field="dead_letter_queue",
+            )
+        current = found["dead_letter_queue"]
+
+
+@recovers()
 def drop_queue(name: Any) -> bool:
     """Remove a queue with its messages and archive; False if there was no such queue."""
     deleted, _ = Queue.objects.using(_db()).filter(name=v.name(name)).delete()
     return deleted > 0
 
 
+@recovers()
 def purge_queue(name: Any) -> int:
     """Delete every message of the queue (leased ones too); returns how many."""
     queue_id, count = Message.objects.db_manager(_db()).purge(v.name(name))
@@ -172,16 +226,19 @@ def purge_queue(name: Any) -> int:
     return count
 
 
+@recovers()
 def list_queues() -> list[Queue]:
     """Every queue, in name order (PGMQ ``list_queues``)."""
     return list(Queue.objects.using(_db()).order_by("name"))
 
 
+@recovers()
 def pause_queue(name: Any) -> Queue:
     """Stop deliveries: reads raise QueuePaused and workers skip it; sends still land."""
     return _set_flag(name, paused=True)
 
 
+@recovers()
 def resume_queue(name: Any) -> Queue:
     """Deliver again after :func:`pause_queue`; waiting consumers are woken at once."""
     return _set_flag(name, paused=False)

@@ -10,6 +10,7 @@ from ..conf import settings
 from ..exceptions import QueueNotFound
 from ..models import Message
 from . import validation as v
+from .recovery import recovers
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ def _rows(queue: str | None) -> list[QueueMetrics]:
     ]
 
 
+@recovers()
 def metrics(queue: Any) -> QueueMetrics:
     """Depth, ages, totals and in-flight count of one queue (PGMQ ``metrics``)."""
     name = v.name(queue)
@@ -59,6 +61,7 @@ def metrics(queue: Any) -> QueueMetrics:
     return found[0]
 
 
+@recovers()
 def metrics_all() -> list[QueueMetrics]:
     """:func:`metrics` for every queue, in name order, in one query."""
     return _rows(None)

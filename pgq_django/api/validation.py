@@ -19,10 +19,21 @@ from ..exceptions import InvalidArgument, InvalidMessage, InvalidName
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
 _NAME_RE = NAME_RE
 INT32_MAX = 2**31 - 1
-MAX_QTY = 10_000
+BIGINT_MAX = 2**63 - 1
+# Most messages one read or pop may ask for; PGMQ has no cap, SQS stops at 10. A read also
+# stops early when the queue's largest possible bodies would pass PGQ["READ_MAX_BYTES"].
+MAX_QTY = 1_000
+# Deepest nesting of arrays and objects accepted in a body, headers, attributes or filters.
+# Python's encoder fails near 1,000 levels and PostgreSQL's parser at its stack limit; 100
+# is far beyond real documents and keeps both well away from their limits.
+MAX_DEPTH = 100
 XML_CONTENT_TYPES = ("application/xml", "text/xml")
 # Header keys the server writes (pgq_dead_letter, pgq_redriven, pgq_replayed_from, ...).
 RESERVED_HEADER_PREFIX = "pgq_"
+# "\u0000" in JSON text that stands for a real NUL character: the escape itself, preceded
+# by an even number of backslashes (an odd number means the backslash is a literal one and
+# the six characters are just text, which PostgreSQL stores happily).
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def name(value: Any, *, kind: str = "queue") -> str:
@@ -75,29 +86,88 @@ def quantity(value: Any) -> int:
     return integer(value, "qty", minimum=1, maximum=MAX_QTY)
 
 
-def msg_ids(values: Any) -> list[int]:
+def msg_ids(values: Any) -> list[Any]:
+    """A list of message references from one reference or an iterable of them.
+
+    Bytes are refused rather than read as a list of small integers (``b"\\x01\\x02"`` would
+    otherwise mean messages 1 and 2), and so are mappings and sets of unknown order.
+    """
+    if isinstance(values, bytes | bytearray | memoryview | dict | set | frozenset):
+        raise InvalidArgument(
+            f"msg_ids must be an id, a receipt or a list of them, not {type(values).__name__}.",
+            field="msg_ids",
+        )
     if isinstance(values, int | str) or not isinstance(values, Iterable):
         values = [values]
     return list(values)
 
 
+def is_utf8(value: str) -> bool:
+    """Whether a string can be stored as UTF-8 (a lone surrogate such as "\\ud800" cannot)."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def text(value: Any, field: str, *, allow_none: bool = True, max_length: int = 1024) -> Any:
     if value is None and allow_none:
         return None
-    if not isinstance(value, str) or len(value) > max_length or "\x00" in value:
+    if not isinstance(value, str) or len(value) > max_length:
         raise InvalidArgument(
             f"{field} must be a string of at most {max_length} characters.", field=field
+        )
+    if "\x00" in value or not is_utf8(value):
+        raise InvalidArgument(
+            f"{field} contains a NUL character or a lone surrogate, which PostgreSQL rejects.",
+            field=field,
         )
     return value
 
 
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` deep (iterative, stops early)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend(
+            (child, depth + 1) for child in children if isinstance(child, dict | list | tuple)
+        )
+    return False
+
+
 def _dumps(value: Any, what: str) -> str:
+    """JSON text for a jsonb parameter, refusing what PostgreSQL or the encoder cannot take."""
     try:
         encoded = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"The {what} is not JSON-serialisable: {exc}.") from None
-    if "\\u0000" in encoded:
+    except RecursionError:
+        encoded = None
+    # Fewer brackets than the limit cannot nest deeper than it: the walk is rarely needed.
+    if encoded is None or (
+        encoded.count("[") + encoded.count("{") > MAX_DEPTH and _depth_exceeds(value, MAX_DEPTH)
+    ):
+        raise InvalidMessage(
+            f"The {what} nests arrays and objects more than {MAX_DEPTH} levels deep."
+        )
+    if "\\u0000" in encoded and _NUL_ESCAPE.search(encoded):
         raise InvalidMessage(f"The {what} contains a NUL character, which PostgreSQL rejects.")
+    if not is_utf8(encoded):
+        raise InvalidMessage(
+            f"The {what} contains a lone surrogate (such as \\ud800), which is not valid UTF-8."
+        )
     return encoded
 
 
@@ -171,3 +241,22 @@ def filters(value: Any) -> dict[str, Any]:
     if "label" in value:
         text(value["label"], "label filter")
     return value
+
+
+def user(value: Any, field: str = "owner") -> Any:
+    """A saved user, found from a user instance or a username; None stays None."""
+    from django.contrib.auth import get_user_model
+
+    if value is None:
+        return None
+    model = get_user_model()
+    if isinstance(value, model) and value.pk is not None:
+        return value
+    if isinstance(value, str) and value and len(value) <= 150 and is_utf8(value):
+        try:
+            return model._default_manager.get_by_natural_key(value)
+        except model.DoesNotExist:
+            raise InvalidArgument(f"There is no user named {value!r}.", field=field) from None
+    raise InvalidArgument(
+        f"{field} must be a saved user or a username, not {value!r}.", field=field
+    )

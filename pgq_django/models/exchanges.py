@@ -29,14 +29,17 @@ class ExchangeManager(models.Manager["Exchange"]):
     """``Exchange.objects``: adds the one-statement publish."""
 
     def publish_body(self, exchange: str, body: str, *, size: int, **options: Any) -> Any:
-        """Route one JSON-encoded body; returns (exchange_id or None, [msg_id …], too_large).
+        """Route one JSON-encoded body; returns (exchange_id or None, [msg_id …], too_large,
+        full).
 
-        ``too_large`` names a matched queue whose max_message_size the body exceeds; nothing
-        is inserted then.
+        ``too_large`` names a matched queue whose max_message_size the body exceeds and
+        ``full`` one that holds its max_length messages; nothing is inserted then. With a
+        ``dedup_id`` each routed queue deduplicates the copy as a send would.
         """
         from ..conf import settings as pgq_settings
+        from ..delivery import DEDUP_WINDOW_SECONDS
         from ..managers import execute_statement
-        from ..routing import PUBLISH, topic_subject
+        from ..routing import PUBLISH, PUBLISH_DEDUPLICATED, topic_subject
 
         alias = self._db or pgq_settings.DATABASE
         key = options.pop("routing_key")
@@ -47,11 +50,13 @@ class ExchangeManager(models.Manager["Exchange"]):
             "routing_key": key,
             "topic_subject": topic_subject(key),
             "channel": pgq_settings.NOTIFY_CHANNEL,
+            "window": DEDUP_WINDOW_SECONDS,
             **options,
         }
-        with execute_statement(PUBLISH, params, alias) as cursor:
-            exchange_id, ids, too_large = cursor.fetchone()[:3]
-        return exchange_id, list(ids or []), too_large
+        statement = PUBLISH if options.get("dedup_id") is None else PUBLISH_DEDUPLICATED
+        with execute_statement(statement, params, alias) as cursor:
+            exchange_id, ids, too_large, _notified, full = cursor.fetchone()
+        return exchange_id, list(ids or []), too_large, full
 
 
 class Exchange(models.Model):

@@ -11,6 +11,7 @@ handler's effects once.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import traceback
 from enum import StrEnum
@@ -81,6 +82,10 @@ def _complete(queue: str, message: Any, value: Any) -> bool:
         return pgq.complete(queue, message.receipt, result=note)
 
 
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
 def execute(entry: Handler, message: Any) -> Outcome:
     """Handle one message; never raises for a handler's failure (a worker survives it)."""
     queue = entry.queue
@@ -107,7 +112,10 @@ def execute(entry: Handler, message: Any) -> Outcome:
         return Outcome.LEASE_LOST
     except RejectMessage as exc:
         return _reject(queue, message, exc)
-    except Exception as exc:
+    except BaseException as exc:
+        # SystemExit, KeyboardInterrupt or a cancelled coroutine raised *by the handler* is
+        # its failure like any other: nack it and keep the worker thread alive. Only in the
+        # main thread (a caller driving work_once itself) does Ctrl-C still stop the caller.
         error = describe_error(exc)
         logger.warning(
             "event=message_failed queue=%s msg_id=%s read_ct=%s error=%r",
@@ -121,6 +129,8 @@ def execute(entry: Handler, message: Any) -> Outcome:
         except Exception:
             # The lease will expire and the message come back; the worker carries on.
             logger.exception("event=nack_failed queue=%s msg_id=%s", queue, message.msg_id)
+        if not isinstance(exc, Exception) and _in_main_thread():
+            raise
         return Outcome.FAILED
     logger.debug(
         "event=message_acked queue=%s msg_id=%s read_ct=%s duration_ms=%.2f",

@@ -26,6 +26,13 @@ class _Lease:
     receipt: Any
     length: float
     deadline: float
+    timeout: float | None = None  # seconds one attempt may run (None: no limit)
+    started_at: float | None = None  # when its handler started (None: still waiting)
+
+
+# The error a nack records for an attempt cut short (dead-letter history, archive).
+TIMED_OUT = "the handler ran past its timeout of {timeout:g} s; the attempt counts as failed"
+CUT_BY_STOP = "the worker stopped before the handler finished; the attempt counts as failed"
 
 
 class LeaseExtender:
@@ -38,11 +45,18 @@ class LeaseExtender:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def track(self, queue: str, message: Any, length: float) -> None:
+    def track(self, queue: str, message: Any, length: float, timeout: float | None = None) -> None:
         with self._lock:
             self._leases[message.msg_id] = _Lease(
-                queue, message.receipt, length, time.monotonic() + length
+                queue, message.receipt, length, time.monotonic() + length, timeout
             )
+
+    def started(self, message: Any) -> None:
+        """The message's handler starts now: from here on its attempt counts."""
+        with self._lock:
+            lease = self._leases.get(message.msg_id)
+            if lease is not None:
+                lease.started_at = time.monotonic()
 
     def untrack(self, message: Any) -> None:
         with self._lock:
@@ -57,16 +71,64 @@ class LeaseExtender:
             return out
 
     def release_all(self) -> int:
-        """Make every tracked message visible again at once (a forced stop)."""
+        """Give back every tracked message at once (a forced stop, or the grace period ran out).
+
+        A message whose handler never started is released unstarted (visible now, the
+        delivery not counted). One whose handler was cut off mid-attempt is nacked: that
+        attempt counts, so a message that always outlives the grace period is dead-lettered
+        after max_retries like any other failure instead of being retried forever.
+        """
+        with self._lock:
+            leases = list(self._leases.values())
+            self._leases.clear()
         count = 0
-        for queue, receipts in self.held().items():
+        waiting: dict[str, list[Any]] = {}
+        for lease in leases:
+            if lease.started_at is None:
+                waiting.setdefault(lease.queue, []).append(lease.receipt)
+            elif self._nack(lease, CUT_BY_STOP):
+                count += 1
+        for queue, receipts in waiting.items():
             try:
                 count += len(pgq.release_leases(queue, receipts))
             except Exception:
                 logger.exception("event=release_failed queue=%s", queue)
-        with self._lock:
-            self._leases.clear()
         return count
+
+    @staticmethod
+    def _nack(lease: _Lease, error: str) -> bool:
+        try:
+            return bool(pgq.nack(lease.queue, lease.receipt, error=error))
+        except Exception:
+            logger.exception("event=nack_failed queue=%s msg_id=%s", lease.queue, lease.receipt)
+            return False
+
+    def expire_timed_out(self) -> int:
+        """Nack the attempts that ran past their handler's timeout; returns how many.
+
+        Their leases are no longer extended. The handler thread cannot be stopped; if it
+        finishes later its ack still goes through unless the message was leased again.
+        """
+        now = time.monotonic()
+        with self._lock:
+            late = [
+                (msg_id, lease)
+                for msg_id, lease in self._leases.items()
+                if lease.timeout is not None
+                and lease.started_at is not None
+                and now - lease.started_at > lease.timeout
+            ]
+            for msg_id, _lease in late:
+                self._leases.pop(msg_id, None)
+        for msg_id, lease in late:
+            logger.warning(
+                "event=handler_timeout queue=%s msg_id=%s timeout=%s",
+                lease.queue,
+                msg_id,
+                lease.timeout,
+            )
+            self._nack(lease, TIMED_OUT.format(timeout=lease.timeout))
+        return len(late)
 
     def extend_due(self) -> int:
         """Extend the leases that are more than half used; returns how many."""
@@ -100,6 +162,7 @@ class LeaseExtender:
         try:
             while not self._stop.wait(self.tick):
                 try:
+                    self.expire_timed_out()
                     self.extend_due()
                 except Exception:
                     logger.exception("event=lease_extension_failed")

@@ -52,7 +52,8 @@ class Worker:
     ``concurrency`` fixes the thread count; ``min_workers``/``max_workers`` let it grow
     while there is a backlog and shrink after ``idle_timeout`` seconds idle. ``once`` drains
     what is visible and returns, with exit code 1 if a handler failed (cron and CI read the
-    code). ``grace`` bounds how long a stop waits for handlers. ``processed`` and ``failed``
+    code). ``grace`` bounds how long a stop waits for handlers; ``handler_timeout`` bounds one
+    attempt of any handler without a ``timeout`` of its own. ``processed`` and ``failed``
     count the messages handled successfully and unsuccessfully so far.
     """
 
@@ -71,6 +72,7 @@ class Worker:
         lead: bool = True,
         maintenance_interval: float = 60.0,
         handlers: dict[str, Handler] | None = None,
+        handler_timeout: float | None = None,
     ) -> None:
         self.handlers = handlers if handlers is not None else resolve(queues)
         self.min_workers = min_workers if min_workers is not None else concurrency
@@ -82,6 +84,7 @@ class Worker:
         self.listen = listen and not once
         self.lead = lead and not once
         self.maintenance_interval = maintenance_interval
+        self.handler_timeout = handler_timeout
         self.worker_id = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stopping = threading.Event()
         self.wakeup = Wakeup()
@@ -308,8 +311,9 @@ class Worker:
 
     def _run_batch(self, entry: Handler, messages: list[Any], slot: _Slot | None) -> None:
         length = self.lease_lengths.get(entry.queue, 30.0)
+        timeout = entry.timeout if entry.timeout is not None else self.handler_timeout
         for message in messages:
-            self.leases.track(entry.queue, message, length)
+            self.leases.track(entry.queue, message, length, timeout)
         if slot is not None:
             slot.busy = True
         try:
@@ -319,6 +323,7 @@ class Worker:
                     return
                 outcome = Outcome.FAILED
                 try:
+                    self.leases.started(message)
                     outcome = execute(entry, message)
                 except Exception:
                     # Only bookkeeping can fail here; the lease expires and it comes back.

@@ -32,7 +32,10 @@ class Handler:
     ``vt`` overrides the queue's visibility timeout for leases taken for this handler;
     ``batch`` is how many messages one fetch leases at a time; ``atomic`` (default True)
     runs the handler in the same transaction as its ack — turn it off only for handlers whose
-    work must commit even when they fail later.
+    work must commit even when they fail later. ``timeout`` (seconds, default: the worker's
+    ``--handler-timeout``, else none) bounds one attempt: past it the lease is no longer
+    extended and the attempt is nacked as failed, so a hung handler cannot hold its message
+    forever (the thread itself cannot be stopped; its late ack is fenced like any other).
     """
 
     queue: str
@@ -41,6 +44,7 @@ class Handler:
     batch: int = 10
     atomic: bool = True
     options: dict[str, Any] = field(default_factory=dict)
+    timeout: float | None = None
 
     @property
     def is_async(self) -> bool:
@@ -60,6 +64,7 @@ def handler(
     vt: Any = None,
     batch: int = 10,
     atomic: bool = True,
+    timeout: Any = None,
     **options: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function (sync or ``async def``) as the handler of ``queue``.
@@ -71,11 +76,12 @@ def handler(
     name = v.name(queue)
     entry_vt = v.seconds(vt, "vt", allow_none=True)
     size = v.integer(batch, "batch", minimum=1, maximum=1000)
+    limit = v.seconds(timeout, "timeout", allow_none=True, minimum=0.001)
 
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(func):
             raise InvalidArgument(f"handler for {name!r} must be callable, not {func!r}.")
-        _registry[name] = Handler(name, func, entry_vt, size, atomic, dict(options))
+        _registry[name] = Handler(name, func, entry_vt, size, atomic, dict(options), limit)
         return func
 
     return register

@@ -9,6 +9,18 @@ from django.core.management.base import BaseCommand, CommandParser
 from .pgq_worker import non_negative_int
 
 
+def premake_count(value: str) -> int:
+    """A number of partitions to premake: 0 to MAX_PREMAKE."""
+    import argparse
+
+    from pgq_django.partitions import MAX_PREMAKE
+
+    number = non_negative_int(value)
+    if number > MAX_PREMAKE:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_PREMAKE}")
+    return number
+
+
 class Command(BaseCommand):
     help = (
         "Premake message and archive partitions ahead of the msg_id sequence and drop "
@@ -18,9 +30,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--premake",
-            type=non_negative_int,
+            type=premake_count,
             default=None,
-            help="Ranges to keep ready ahead of the sequence (default: PGQ['PARTITION_PREMAKE']).",
+            help="Ranges to keep ready ahead of the sequence, 0-100 "
+            "(default: PGQ['PARTITION_PREMAKE']).",
         )
         parser.add_argument(
             "--dry-run", action="store_true", help="Print what would be done; change nothing."

@@ -44,6 +44,13 @@ def non_negative_float(value: str) -> float:
     return number
 
 
+def positive_float(value: str) -> float:
+    number = non_negative_float(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError("must be more than zero seconds")
+    return number
+
+
 class Command(BaseCommand):
     help = "Lease messages and run their handlers until stopped (SIGTERM/SIGINT)."
 
@@ -93,6 +100,13 @@ class Command(BaseCommand):
             help="Fallback poll interval in seconds when no NOTIFY arrives.",
         )
         parser.add_argument(
+            "--handler-timeout",
+            type=positive_float,
+            default=None,
+            help="Seconds one attempt may run before it is nacked as failed and its lease is "
+            "no longer extended (handlers' own timeout= wins). Default: no limit.",
+        )
+        parser.add_argument(
             "--no-listen", action="store_true", help="Do not LISTEN for wake-ups; poll only."
         )
         parser.add_argument(
@@ -136,6 +150,7 @@ class Command(BaseCommand):
                 listen=not options["no_listen"],
                 lead=not options["no_maintenance"],
                 maintenance_interval=settings.WORKER_MAINTENANCE_INTERVAL,
+                handler_timeout=options["handler_timeout"],
             )
         except (PgqError, ImportError) as exc:
             raise CommandError(str(exc)) from None

@@ -1,0 +1,161 @@
+"""Survive a lost database connection: drop it, reconnect, and retry once when that is safe.
+
+Django keeps a broken connection until ``close_old_connections()`` runs, which happens at the
+end of a web request but never in a script, a thread or a worker loop. After a PostgreSQL
+restart (or ``pg_terminate_backend``) every later query on that connection would fail with
+"the connection is lost". Each public function of the functional API is wrapped with
+:func:`recovers`, which handles two different moments of a loss:
+
+1. **Before anything is sent.** A server that ended our session left an error message and
+   an end-of-file in the connection's socket. On entry the wrapper looks, without a round
+   trip, whether an idle connection's socket is readable (one ``poll`` system call); if it is,
+   libpq reads what is there, and a closed session is dropped so Django reconnects. Nothing
+   was sent on the dead connection, so every operation, sends included, just works.
+2. **While a statement runs.** The session can end after the statement left and before its
+   answer arrived. Whether it committed is then unknown. Operations that are safe to run
+   twice are retried once on a new connection: reads (a lease the first attempt may have
+   taken is simply delivered again after its visibility timeout, as after a consumer
+   crash), acknowledgements and other changes that land in the same state when repeated,
+   and sends with a ``dedup_id`` (the second attempt finds the first one's claim and returns
+   its msg_id). A send or publish without ``dedup_id`` and the creation of a queue or
+   exchange are not retried: they raise :class:`~pgq_django.ConnectionLost`, which says the
+   outcome is unknown; the connection is already replaced, so the caller's next call works.
+
+Inside ``transaction.atomic()`` nothing is retried or replaced: the transaction died with its
+connection and only the caller can decide what to redo, so the database error propagates
+as it always has.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import select
+import threading
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from django.db import InterfaceError, OperationalError, connections
+
+from ..conf import settings
+from ..exceptions import ConnectionLost
+
+logger = logging.getLogger("pgq_django")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Set while a wrapped call runs in this thread, so inner API calls do not retry again.
+_active = threading.local()
+
+
+def _socket_readable(fd: int) -> bool:
+    """Whether data (or end-of-file) waits on the socket, without blocking."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
+    readable, _w, _x = select.select([fd], [], [], 0)  # Windows: no poll()
+    return bool(readable)
+
+
+def _is_dead(raw: Any) -> bool:
+    """Whether an idle psycopg connection has already been closed by the server.
+
+    An idle session sends nothing unprompted except notices and notifications, so a
+    readable socket is rare; libpq then reads what arrived and notices a terminated
+    session. The common case costs one non-blocking ``poll``.
+    """
+    if raw.closed:
+        return True
+    pgconn = raw.pgconn
+    try:
+        if pgconn.transaction_status != 0:
+            return False  # a transaction of the caller's is open: not idle
+        # libpq reads what is buffered per call: a terminated session's error message
+        # first, its end-of-file on a later call. A few rounds see both.
+        for _ in range(4):
+            if not _socket_readable(pgconn.socket):
+                return False
+            pgconn.consume_input()
+            if raw.closed:
+                return True
+    except Exception:
+        return True
+    return bool(raw.closed)
+
+
+def drop_dead_connection(alias: str | None = None) -> bool:
+    """Close Django's connection if the server already ended it; True if it did.
+
+    Never touches a connection inside an atomic block (the caller's transaction is lost and
+    must fail visibly).
+    """
+    db = connections[alias or settings.DATABASE]
+    raw = db.connection
+    if raw is None or db.in_atomic_block or not _is_dead(raw):
+        return False
+    logger.warning("event=connection_dropped reason=closed_by_server alias=%s", db.alias)
+    db.close()
+    return True
+
+
+def _lost(db: Any) -> bool:
+    raw = db.connection
+    return raw is None or bool(raw.closed)
+
+
+def recovers(
+    retry: bool | Callable[..., bool] = True,
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Wrap an API function with the recovery described in the module docstring.
+
+    ``retry`` says whether running the function a second time after an unknown outcome is
+    safe: True, False, or a predicate over the call's arguments (sends: "has a dedup_id").
+    """
+
+    def decorate(func: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(func)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            if getattr(_active, "on", False):
+                return func(*args, **kwargs)
+            _active.on = True
+            try:
+                return _call_recovering(func, retry, args, kwargs)
+            finally:
+                _active.on = False
+
+        return wrapper
+
+    return decorate
+
+
+def _call_recovering(
+    func: Callable[..., R],
+    retry: bool | Callable[..., bool],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> R:
+    db = connections[settings.DATABASE]
+    drop_dead_connection(db.alias)
+    try:
+        return func(*args, **kwargs)
+    except (OperationalError, InterfaceError) as exc:
+        if db.in_atomic_block or not _lost(db):
+            raise
+        db.close()
+        safe = retry(*args, **kwargs) if callable(retry) else retry
+        if not safe:
+            raise ConnectionLost(
+                f"The connection to PostgreSQL was lost during {func.__name__}(); whether it "
+                "took effect is unknown. The next call uses a new connection; to send at "
+                "most once across such a retry, give the message a dedup_id.",
+                operation=func.__name__,
+            ) from exc
+        logger.warning("event=connection_lost_retry operation=%s error=%r", func.__name__, exc)
+        return func(*args, **kwargs)
+
+
+def has_dedup_id(*args: Any, **kwargs: Any) -> bool:
+    """Retry predicate for sends: a send under a dedup_id can safely run twice."""
+    return kwargs.get("dedup_id") is not None
