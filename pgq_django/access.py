@@ -65,6 +65,11 @@ def queues_for(user: Any, right: str) -> QuerySet[Queue]:
     return Queue.objects.filter(Q(owner=user) | _granted(grants, user, f"can_{right}"))
 
 
+def visible_queues(user: Any) -> QuerySet[Queue]:
+    """The queues on which ``user`` has any right at all (what a listing shows them)."""
+    return queues_for(user, "read") | queues_for(user, "write") | queues_for(user, "manage")
+
+
 def exchanges_for(user: Any, right: str) -> QuerySet[Exchange]:
     """The exchanges on which ``user`` has ``right`` (publish or manage)."""
     if right not in EXCHANGE_RIGHTS:
@@ -80,6 +85,14 @@ def exchanges_for(user: Any, right: str) -> QuerySet[Exchange]:
         return Exchange.objects.filter(owner=user)
     grants = ExchangeGrant.objects.filter(exchange=OuterRef("pk"))
     return Exchange.objects.filter(Q(owner=user) | _granted(grants, user, "can_publish"))
+
+
+def may_create_queues(user: Any) -> bool:
+    """Whether ``user`` may create queues (and so own them): active superusers, and active
+    users holding Django's ``pgq_django.add_queue`` permission, directly or through a group."""
+    if _is_anonymous(user):
+        return False
+    return _is_superuser(user) or bool(user.has_perm("pgq_django.add_queue"))
 
 
 def may(user: Any, right: str, target: Queue | Exchange | str) -> bool:

@@ -333,7 +333,7 @@ WITH old AS (
 SELECT (SELECT count(*) FROM old), (SELECT count(*) FROM folded)
 """
 
-# -- metrics -- PGMQ's queue metrics plus in-flight and dead-letter counts, per queue.
+# -- metrics -- PGMQ's queue metrics plus in-flight, dead-letter and delayed counts, per queue.
 METRICS = """
 SELECT q.name,
        coalesce(s.queue_length, 0), s.newest, s.oldest,
@@ -342,13 +342,15 @@ SELECT q.name,
        coalesce(s.in_flight, 0),
        coalesce((SELECT sum(n) FROM pgq_queue_counter c
                  WHERE c.queue_id = q.id AND c.kind = 'dead'), 0),
-       clock_timestamp()
+       clock_timestamp(),
+       coalesce(s.delayed, 0)
 FROM pgq_queue q
 LEFT JOIN LATERAL (
     SELECT count(*) AS queue_length,
            extract(epoch FROM clock_timestamp() - max(m.enqueued_at))::float8 AS newest,
            extract(epoch FROM clock_timestamp() - min(m.enqueued_at))::float8 AS oldest,
-           count(*) FILTER (WHERE m.read_ct > 0 AND m.vt > clock_timestamp()) AS in_flight
+           count(*) FILTER (WHERE m.read_ct > 0 AND m.vt > clock_timestamp()) AS in_flight,
+           count(*) FILTER (WHERE m.read_ct = 0 AND m.vt > clock_timestamp()) AS delayed
     FROM pgq_message m WHERE m.queue_id = q.id
 ) s ON true
 WHERE (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
