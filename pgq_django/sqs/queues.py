@@ -32,12 +32,19 @@ def require_any_right(user: Any, queue: Any) -> None:
 
 def get_queue(call: Call, right: str | None, name: str | None = None) -> Any:
     """The queue of the request's QueueUrl (or ``name``), once the caller's right is checked
-    (``None``: any right)."""
-    queue = pgq.get_queue(name if name is not None else call.queue_name())
-    if right is None:
-        require_any_right(call.user, queue)
-    else:
-        access.require(call.user, right, queue)
+    (``None``: any right).
+
+    One query when the caller may: the queue is looked up among the queues the access rule
+    allows. Only a refusal looks further, to tell a missing queue from a forbidden one.
+    """
+    name = name if name is not None else call.queue_name()
+    allowed = (
+        access.visible_queues(call.user) if right is None else access.queues_for(call.user, right)
+    )
+    queue = allowed.filter(name=name).first()
+    if queue is None:
+        queue = pgq.get_queue(name)  # QueueNotFound when there is no such queue
+        access.require(call.user, right or "read", queue)  # PermissionDenied
     return queue
 
 

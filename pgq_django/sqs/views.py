@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
@@ -127,6 +127,8 @@ async def endpoint(request: HttpRequest, **_url: str) -> HttpResponse:
         return _error(exc, request_id)
     except PgqError as exc:
         return _error(from_pgq_error(exc), request_id)
+    except SuspiciousOperation:
+        raise  # a Host outside ALLOWED_HOSTS and the like: Django answers 400
     except Exception:
         logger.exception("event=sqs_internal_error request_id=%s", request_id)
         return _error(SqsError("InternalError", "The server could not answer."), request_id)
