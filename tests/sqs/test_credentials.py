@@ -95,3 +95,18 @@ def test_metrics_count_delayed_messages_apart(db, queue):
     pgq.send(queue, "later", delay=300)
     metrics = pgq.metrics(queue)
     assert (metrics.queue_length, metrics.delayed, metrics.in_flight) == (2, 1, 0)
+
+
+def test_sqs_settings_are_checked():
+    from django.test import override_settings
+
+    from pgq_django.checks import check_settings
+
+    for bad in ({"SQS_ACCOUNT_ID": 123}, {"SQS_ACCOUNT_ID": "12ab"}, {"SQS_ACCOUNT_ID": ""}):
+        with override_settings(PGQ=bad):
+            assert [e.id for e in check_settings()] == ["pgq_django.E006"]
+    for bad in ({"SQS_CLOCK_SKEW": 0}, {"SQS_CLOCK_SKEW": "900"}, {"SQS_CLOCK_SKEW": True}):
+        with override_settings(PGQ=bad):
+            assert [e.id for e in check_settings()] == ["pgq_django.E007"]
+    with override_settings(PGQ={"SQS_ACCOUNT_ID": "123456789012", "SQS_CLOCK_SKEW": 60}):
+        assert check_settings() == []
