@@ -83,8 +83,10 @@ def _fifo_id(source: dict[str, Any], name: str) -> str | None:
     return value
 
 
-def prepare(queue: Any, source: dict[str, Any], caller_key: str) -> Outgoing:
-    """Check one SendMessage request or batch entry against ``queue``."""
+def prepare(
+    queue: Any, source: dict[str, Any], caller_key: str, entry_id: str | None = None
+) -> Outgoing:
+    """Check one SendMessage request, or one batch entry (``entry_id``), against ``queue``."""
     body = source.get("MessageBody")
     if body is None or body == "":
         raise missing("MessageBody")
@@ -133,9 +135,8 @@ def prepare(queue: Any, source: dict[str, Any], caller_key: str) -> Outgoing:
     headers = {SENDER_HEADER: caller_key}
     if "AWSTraceHeader" in system:
         headers[TRACE_HEADER] = system["AWSTraceHeader"]["StringValue"]
-    entry_id = source.get("Id")
     return Outgoing(
-        entry_id=entry_id if isinstance(entry_id, str) else None,
+        entry_id=entry_id,
         body=body,
         attributes=attributes,
         system=system,
@@ -180,7 +181,7 @@ def send_message_batch(call: Call) -> dict[str, Any]:
     failed: list[dict[str, Any]] = []
     for entry in entries:
         try:
-            ready.append(prepare(queue, entry, call.caller.key_id))
+            ready.append(prepare(queue, entry, call.caller.key_id, entry_id=entry["Id"]))
         except SqsError as exc:
             failed.append(exc.as_batch_entry(entry["Id"]))
     total = sum(item.size for item in ready)

@@ -90,7 +90,7 @@ def _params(request: HttpRequest, body: bytes) -> dict[str, Any]:
         raise SqsError("SerializationException", f"The Content-Type must be {CONTENT_TYPE}.")
     try:
         params = json.loads(body) if body else {}
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise SqsError("SerializationException", "The request body is not valid JSON.") from None
     if not isinstance(params, dict):
         raise SqsError("SerializationException", "The request body must be a JSON object.")

@@ -281,6 +281,7 @@ def test_requests_without_a_signature_are_refused(sqs_endpoint, queue_url):
         ("AmazonSQS.ListQueues", b"{not json", None, "SerializationException"),
         ("AmazonSQS.ListQueues", b"[1, 2]", None, "SerializationException"),
         ("AmazonSQS.ListQueues", b"\xff\xfe", None, "SerializationException"),
+        ("AmazonSQS.ListQueues", b"[" * 200_000 + b"]" * 200_000, None, "SerializationException"),
         ("AmazonSQS.ListQueues", b"{}", "application/json", "SerializationException"),
         (
             "AmazonSQS.SendMessage",
