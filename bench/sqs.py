@@ -11,8 +11,8 @@ Two cases, each run by both contenders and interleaved round by round:
 The boto3 side is the whole trip a client pays for: signing (SigV4), HTTP over loopback to a
 uvicorn serving the endpoint (bench/sqs_server.py, in its own process), authentication,
 grants, JSON both ways and the MD5 digests. The table prints messages per second and how many
-times longer the SQS trip takes (the median of the per-round ratios; the goal is within 3x). Run: ``python -m bench.sqs``
-(``--quick`` for a smoke run, ``--rounds N``).
+times longer the SQS trip takes (the median of the per-round ratios; the goal is within 3x).
+Run: ``python -m bench.sqs`` (``--quick`` for a smoke run, ``--rounds N``).
 """
 
 from __future__ import annotations
