@@ -101,13 +101,17 @@ def may(user: Any, right: str, target: Queue | Exchange | str) -> bool:
     ``target`` is a Queue, an Exchange, or a name: an exchange name for ``publish``, a
     queue name otherwise. An unknown name answers False (the caller reports "not found").
     """
-    found: QuerySet[Any]
-    if isinstance(target, Exchange) or (isinstance(target, str) and right == "publish"):
-        found = exchanges_for(user, right)
-    else:
-        found = queues_for(user, right)
-    if _is_superuser(user) and not isinstance(target, str):
+    exchange = isinstance(target, Exchange) or (isinstance(target, str) and right == "publish")
+    if right not in (EXCHANGE_RIGHTS if exchange else QUEUE_RIGHTS):
+        (exchanges_for if exchange else queues_for)(user, right)  # raises InvalidArgument
+    # Superusers and the owner have every right: no query needed for them.
+    if (
+        not isinstance(target, str)
+        and not _is_anonymous(user)
+        and (_is_superuser(user) or (target.owner_id is not None and target.owner_id == user.pk))
+    ):
         return True
+    found: QuerySet[Any] = exchanges_for(user, right) if exchange else queues_for(user, right)
     if isinstance(target, str):
         return found.filter(name=target).exists()
     return found.filter(pk=target.pk).exists()

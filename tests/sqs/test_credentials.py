@@ -110,3 +110,19 @@ def test_sqs_settings_are_checked():
             assert [e.id for e in check_settings()] == ["pgq_django.E007"]
     with override_settings(PGQ={"SQS_ACCOUNT_ID": "123456789012", "SQS_CLOCK_SKEW": 60}):
         assert check_settings() == []
+
+
+def test_owners_and_superusers_need_no_query_for_a_right(db, queue_name, django_assert_num_queries):
+    from pgq_django import access
+
+    owner = get_user_model().objects.create_user("owner")
+    boss = get_user_model().objects.create_superuser("boss")
+    stranger = get_user_model().objects.create_user("stranger")
+    queue = pgq.create_queue(queue_name, owner=owner)
+    with django_assert_num_queries(0):
+        assert access.may(owner, "manage", queue)
+        assert access.may(boss, "manage", queue)
+    with django_assert_num_queries(1):
+        assert not access.may(stranger, "read", queue)
+    with pytest.raises(pgq.InvalidArgument):
+        access.may(owner, "fly", queue)
