@@ -126,3 +126,13 @@ def test_owners_and_superusers_need_no_query_for_a_right(db, queue_name, django_
         assert not access.may(stranger, "read", queue)
     with pytest.raises(pgq.InvalidArgument):
         access.may(owner, "fly", queue)
+
+
+def test_the_endpoint_can_be_switched_off(client):
+    from django.test import override_settings
+
+    with override_settings(PGQ={"SQS_ENABLED": False}):
+        assert client.post("/sqs/", data=b"{}", content_type="application/json").status_code == 404
+    answer = client.post("/sqs/", data=b"{}", content_type="application/json")
+    assert answer.status_code == 403
+    assert answer["x-amzn-query-error"] == "MissingAuthenticationToken;Sender"
