@@ -118,12 +118,12 @@ def _payload_hash(request: HttpRequest, body: bytes) -> str:
 
 
 def _find_key(key_id: str) -> AccessKey:
-    key = AccessKey.objects.active().select_related("user").filter(key_id=key_id).first()
-    if key is None:
+    try:
+        return AccessKey.objects.active().select_related("user").get(key_id=key_id)
+    except AccessKey.DoesNotExist:
         raise SqsError(
             "InvalidClientTokenId", "The security token included in the request is invalid."
-        )
-    return key
+        ) from None
 
 
 def authenticate(request: HttpRequest, body: bytes) -> Caller:
