@@ -23,10 +23,11 @@ from django.views.decorators.csrf import csrf_exempt
 from ..conf import settings
 from ..exceptions import PgqError
 from . import receiving
-from .actions import ACTIONS, RECEIVE, UNSUPPORTED
-from .auth import authenticate
+from .actions import ACTIONS, QUEUE_RIGHTS, RECEIVE, UNSUPPORTED
+from .auth import authenticate, confirm
 from .errors import UNSUPPORTED as UNSUPPORTED_CODE
 from .errors import SqsError, from_pgq_error
+from .lookup import prefetch
 from .params import Call
 
 logger = logging.getLogger("pgq_django.sqs")
@@ -100,8 +101,16 @@ def _params(request: HttpRequest, body: bytes) -> dict[str, Any]:
 def _handle(request: HttpRequest, body: bytes) -> dict[str, Any] | receiving.Receive:
     """Authenticate, read and run one request (in Django's database thread)."""
     caller = authenticate(request, body)
-    action = _action(request)
-    call = Call(action, _params(request, body), caller, _base_url(request))
+    try:
+        action = _action(request)
+        call = Call(action, _params(request, body), caller, lambda: _base_url(request))
+    except SqsError:
+        confirm(caller)  # a dead key is refused as such before the request's own mistakes
+        raise
+    # Nothing runs for a caller whose key's row has not been read in this request.
+    call = prefetch(call, QUEUE_RIGHTS.get(action))
+    if not call.caller.confirmed:  # prefetch always confirms; never act on a hope
+        raise SqsError("InternalError", "The request's key was not checked.")
     if action == RECEIVE:
         plan = receiving.start(call)
         return plan if plan.must_wait else receiving.finish(plan)
