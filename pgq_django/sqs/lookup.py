@@ -11,17 +11,17 @@ millisecond of CPU to build and compile, more than the statement costs PostgreSQ
 SQL differs from request to request only in three values. So it is compiled once per shape
 (right, superuser or not, key checked or not): built with stand-in values, compiled by the
 ORM, and the stand-ins' places in the parameter list noted. A request fills in its own
-values and runs the same SQL through ``Manager.raw``, which builds the Queue as the ORM
-would. No SQL is written here, and the rule stays the one in :mod:`pgq_django.access`; a user
-model whose primary key has no stand-in (neither integer, UUID nor text) is served by the
-ORM query every time.
+values, runs the same SQL and builds the Queue from the row as the ORM would (the fields'
+converters, then ``Model.from_db``). No SQL is written here, and the rule stays the one in
+:mod:`pgq_django.access`; a user model whose primary key has no stand-in (neither integer,
+UUID nor text) is served by the ORM query every time.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
-from typing import Any, NamedTuple
+from dataclasses import dataclass, replace
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connections
@@ -80,16 +80,7 @@ def queue_for(caller: auth.Caller, right: str, name: str) -> Queue | None:
     shape = _shape(right, bool(user.is_superuser), check_key)
     if shape is None:
         return next(iter(_queryset(user, right, name, caller.key_pk, check_key)), None)
-    values = (
-        shape.prepare_name(name),
-        shape.prepare_user(user.pk),
-        shape.prepare_key(caller.key_pk),
-    )
-    params = list(shape.params)
-    for position, which in shape.slots:
-        params[position] = values[which]
-    found = Queue.objects.db_manager(shape.db).raw(shape.sql, params)
-    return next(iter(found), None)
+    return shape.run((name, user.pk, caller.key_pk))
 
 
 def _queryset(user: Any, right: str, name: str, key_pk: Any, check_key: bool) -> QuerySet[Queue]:
@@ -99,25 +90,47 @@ def _queryset(user: Any, right: str, name: str, key_pk: Any, check_key: bool) ->
     return found
 
 
-class _Shape(NamedTuple):
-    """One compiled form of :func:`_queryset`: its SQL, its parameters (constants where the
-    request's values go) and where each of the request's values goes."""
+@dataclass(frozen=True)
+class _Shape:
+    """One compiled form of :func:`_queryset`: its SQL and parameters (constants where the
+    request's values go), where each of the request's values goes, and how the ORM turns a
+    row of it into a Queue (the selected fields and their converters)."""
 
     db: str
     sql: str
     params: tuple[Any, ...]
     slots: tuple[tuple[int, int], ...]  # (parameter position, 0 name | 1 user pk | 2 key pk)
-    prepare_name: Any
-    prepare_user: Any
-    prepare_key: Any
+    fields: tuple[Any, ...]  # the fields of name, user pk and key pk, to prepare the values
+    attnames: tuple[str, ...]
+    converters: tuple[tuple[int, tuple[Any, ...], Any], ...]
+
+    def run(self, values: tuple[Any, Any, Any]) -> Queue | None:
+        connection = connections[self.db]
+        prepared = [
+            field.get_db_prep_value(value, connection)
+            for field, value in zip(self.fields, values, strict=True)
+        ]
+        params = list(self.params)
+        for position, which in self.slots:
+            params[position] = prepared[which]
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            found = cursor.fetchone()
+        if found is None:
+            return None
+        row = list(found)
+        for position, functions, expression in self.converters:
+            for convert in functions:
+                row[position] = convert(row[position], expression, connection)
+        return Queue.from_db(self.db, list(self.attnames), row[: len(self.attnames)])
 
 
 _shapes: dict[tuple[str, bool, bool], _Shape | None] = {}
 
 
-def _stand_in(field: Field[Any, Any], seed: int) -> Any:
+def _stand_in(field: Any, seed: int) -> Any:
     """A value of ``field``'s type that no real row and no constant of the query has."""
-    kind = field.get_internal_type()
+    kind = field.get_internal_type() if isinstance(field, Field) else None
     if kind in _INTEGER_TYPES:
         return -(10**15) - seed
     if kind == "UUIDField":
@@ -127,50 +140,43 @@ def _stand_in(field: Field[Any, Any], seed: int) -> Any:
     return None
 
 
-def _preparer(field: Field[Any, Any], db: str) -> Any:
-    connection = connections[db]
-    return lambda value: field.get_db_prep_value(value, connection, prepared=False)
-
-
 def _shape(right: str, superuser: bool, check_key: bool) -> _Shape | None:
     key = (right, superuser, check_key)
-    if key in _shapes:
-        return _shapes[key]
-    _shapes[key] = shape = _compile(right, superuser, check_key)
-    return shape
+    if key not in _shapes:
+        _shapes[key] = _compile(right, superuser, check_key)
+    return _shapes[key]
 
 
 def _compile(right: str, superuser: bool, check_key: bool) -> _Shape | None:
     user_model = get_user_model()
-    user_pk_field = user_model._meta.pk
-    key_pk_field = AccessKey._meta.pk
-    name_field = Queue._meta.get_field("name")
-    if user_pk_field is None or key_pk_field is None:
-        return None
-    stand_ins = (
-        _stand_in(name_field, 1),
-        _stand_in(user_pk_field, 2),
-        _stand_in(key_pk_field, 3),
-    )
+    fields = (Queue._meta.get_field("name"), user_model._meta.pk, AccessKey._meta.pk)
+    stand_ins = tuple(_stand_in(field, seed) for seed, field in enumerate(fields))
     if any(value is None for value in stand_ins):
         return None
     stand_in_user = user_model(pk=stand_ins[1], is_active=True, is_superuser=superuser)
     found = _queryset(stand_in_user, right, stand_ins[0], stand_ins[2], check_key)
-    sql, params = found.query.sql_with_params()
-    slots = []
-    for position, value in enumerate(params):
-        for which, stand_in in enumerate(stand_ins):
-            if type(value) is type(stand_in) and value == stand_in:
-                slots.append((position, which))
-    if not any(which == 0 for _, which in slots):
-        return None  # the name is not a parameter we can see: do not guess
-    db = found.db
+    compiler = found.query.get_compiler(found.db)
+    sql, params = compiler.as_sql()
+    slots = [
+        (position, which)
+        for position, value in enumerate(params)
+        for which, stand_in in enumerate(stand_ins)
+        if type(value) is type(stand_in) and value == stand_in
+    ]
+    columns = [column for column, _sql, _alias in compiler.select]
+    if not any(which == 0 for _, which in slots) or any(
+        getattr(column, "target", None) is None for column in columns
+    ):
+        return None  # not the plain "SELECT <queue fields> … name = %s" expected: no guess
     return _Shape(
-        db=db,
+        db=found.db,
         sql=sql,
         params=tuple(params),
         slots=tuple(slots),
-        prepare_name=_preparer(name_field, db),
-        prepare_user=_preparer(user_pk_field, db),
-        prepare_key=_preparer(key_pk_field, db),
+        fields=fields,
+        attnames=tuple(column.target.attname for column in columns),
+        converters=tuple(
+            (position, tuple(functions), expression)
+            for position, (functions, expression) in compiler.get_converters(columns).items()
+        ),
     )
