@@ -2,9 +2,11 @@
 
 A request is read, authenticated (SigV4, :mod:`.auth`) and dispatched in Django's database
 thread (``sync_to_async``); only a long-polling ReceiveMessage comes back to the event loop
-to wait for messages, so waiting clients hold no thread busy. Every refusal is an SQS error
-response (see :mod:`.errors`); PgqErrors raised by the functional API are translated there,
-in one place.
+to wait for messages. Served by :func:`pgq_django.asgi.get_asgi_application`, that thread is
+one of a fixed pool, so a waiting client holds neither a thread nor a database connection:
+just a coroutine, its socket and its place in the process's one LISTEN connection. Every
+refusal is an SQS error response (see :mod:`.errors`); PgqErrors raised by the functional API
+are translated there, in one place.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import close_old_connections
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
@@ -113,7 +116,13 @@ def _handle(request: HttpRequest, body: bytes) -> dict[str, Any] | receiving.Rec
         raise SqsError("InternalError", "The request's key was not checked.")
     if action == RECEIVE:
         plan = receiving.start(call)
-        return plan if plan.must_wait else receiving.finish(plan)
+        if not plan.must_wait:
+            return receiving.finish(plan)
+        # The wait is on the event loop; let go of the connection first, as Django does at
+        # the end of a request (kept if CONN_MAX_AGE keeps it: then it is the thread's, and
+        # serves the thread's other requests meanwhile, not this waiting one).
+        close_old_connections()
+        return plan
     return ACTIONS[action](call)
 
 
