@@ -128,15 +128,20 @@ class _Shape:
 _shapes: dict[tuple[str, bool, bool], _Shape | None] = {}
 
 
-def _stand_in(field: Any, seed: int) -> Any:
-    """A value of ``field``'s type that no real row and no constant of the query has."""
+def _stand_in(field: Any, seed: int, *, ordinary: bool = False) -> Any:
+    """A value of ``field``'s type that no real row and no constant of the query has (near
+    the bottom of the column's range: an out-of-range one would compile its condition away);
+    with ``ordinary``, an everyday value of that type instead."""
     kind = field.get_internal_type() if isinstance(field, Field) else None
     if kind in _INTEGER_TYPES:
-        return -(10**15) - seed
+        low, high = connections[Queue.objects.db].ops.integer_field_range(kind)
+        if ordinary:
+            return seed + 1
+        return low + 7 + seed if low < 0 else high - 7 - seed
     if kind == "UUIDField":
         return uuid.uuid4()
     if kind in _TEXT_TYPES:
-        return f"\x00pgq-stand-in-{seed}-{uuid.uuid4().hex}"
+        return f"q{seed}" if ordinary else f"\x00pgq-stand-in-{seed}-{uuid.uuid4().hex}"
     return None
 
 
@@ -147,16 +152,30 @@ def _shape(right: str, superuser: bool, check_key: bool) -> _Shape | None:
     return _shapes[key]
 
 
+def _stand_in_queryset(
+    user_model: Any, values: tuple[Any, ...], right: str, superuser: bool, check_key: bool
+) -> QuerySet[Queue]:
+    user = user_model(pk=values[1], is_active=True, is_superuser=superuser)
+    # As if loaded from the database, as a real caller is (an unsaved user's groups are not
+    # looked up).
+    user._state.adding = False
+    user._state.db = Queue.objects.db
+    return _queryset(user, right, values[0], values[2], check_key)
+
+
 def _compile(right: str, superuser: bool, check_key: bool) -> _Shape | None:
     user_model = get_user_model()
     fields = (Queue._meta.get_field("name"), user_model._meta.pk, AccessKey._meta.pk)
     stand_ins = tuple(_stand_in(field, seed) for seed, field in enumerate(fields))
+    ordinary = tuple(_stand_in(field, seed, ordinary=True) for seed, field in enumerate(fields))
     if any(value is None for value in stand_ins):
         return None
-    stand_in_user = user_model(pk=stand_ins[1], is_active=True, is_superuser=superuser)
-    found = _queryset(stand_in_user, right, stand_ins[0], stand_ins[2], check_key)
+    found = _stand_in_queryset(user_model, stand_ins, right, superuser, check_key)
     compiler = found.query.get_compiler(found.db)
     sql, params = compiler.as_sql()
+    everyday = _stand_in_queryset(user_model, ordinary, right, superuser, check_key)
+    if everyday.query.get_compiler(everyday.db).as_sql()[0] != sql:
+        return None  # the SQL depends on the values: compile it for each request
     slots = [
         (position, which)
         for position, value in enumerate(params)
