@@ -381,14 +381,14 @@ def _move_out_of_default(table: str, lower: int, upper: int, lock_timeout_ms: in
             moved = cursor.rowcount
         _create(table, lower, upper)
         with _cursor() as cursor:
-            cursor.execute(_render(RESTORE_STASH.format(table=parent, columns=columns, stash=stash)))
+            cursor.execute(
+                _render(RESTORE_STASH.format(table=parent, columns=columns, stash=stash))
+            )
             cursor.execute(_render(sql.SQL("DROP TABLE {}").format(stash)))
     return int(moved)
 
 
-def repair_default(
-    *, dry_run: bool = False, lock_timeout_ms: int = 1000
-) -> list[str]:
+def repair_default(*, dry_run: bool = False, lock_timeout_ms: int = 1000) -> list[str]:
     """Move rows that landed in a DEFAULT partition into proper range partitions."""
     return list(_repair(dry_run=dry_run, lock_timeout_ms=lock_timeout_ms))
 
@@ -455,9 +455,7 @@ def _drop(part: Partition, lock_timeout_ms: int) -> tuple[bool, int]:
             if not ok:
                 return False, rows
             with _cursor() as cursor:
-                cursor.execute(
-                    _render(DROP_PARTITION.format(partition=sql.Identifier(part.name)))
-                )
+                cursor.execute(_render(DROP_PARTITION.format(partition=sql.Identifier(part.name))))
             return True, rows
     except OperationalError:  # lock_timeout: the queue is busy; try at the next run
         return False, 0

@@ -154,9 +154,11 @@ def test_new_live_partitions_get_the_autovacuum_settings_and_old_ones_are_tuned(
 def test_a_bad_storage_setting_is_refused_before_anything_is_made(past_every_range):
     before = partitions.list_partitions("pgq_message")
     bad = {"autovacuum_enabled = false); DROP TABLE pgq_queue; --": 1}
-    with override_settings(PGQ={"PARTITION_SIZE": SIZE, "LIVE_PARTITION_STORAGE": bad}):
-        with pytest.raises(pgq.InvalidArgument, match="LIVE_PARTITION_STORAGE"):
-            partitions.premake_partitions()
+    with (
+        override_settings(PGQ={"PARTITION_SIZE": SIZE, "LIVE_PARTITION_STORAGE": bad}),
+        pytest.raises(pgq.InvalidArgument, match="LIVE_PARTITION_STORAGE"),
+    ):
+        partitions.premake_partitions()
     assert partitions.list_partitions("pgq_message") == before
 
 
@@ -226,6 +228,7 @@ def test_a_second_upkeep_run_does_nothing_while_one_holds_the_lock(past_every_ra
         assert partitions.list_partitions("pgq_message") == before
         # A dry run only reads, so it still shows the plan.
         assert any(a.startswith("create ") for a in partitions.run_maintenance(dry_run=True))
+        other.execute(partitions.UPKEEP_UNLOCK)  # (closing the session frees it, but later)
     assert any(a.startswith("create ") for a in partitions.run_maintenance())
 
 
@@ -242,6 +245,8 @@ def test_postgresql_refuses_a_concurrent_detach_beside_the_default_partition(db)
     """Why upkeep drops under a short lock instead: the DEFAULT partition rules CONCURRENTLY out."""
     part = partitions.list_partitions("pgq_message")[0]
     conninfo = _conninfo(connection.settings_dict["NAME"])
-    with psycopg.connect(conninfo, autocommit=True) as other:
-        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="default"):
-            other.execute(f'ALTER TABLE pgq_message DETACH PARTITION "{part.name}" CONCURRENTLY')
+    with (
+        psycopg.connect(conninfo, autocommit=True) as other,
+        pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="default"),
+    ):
+        other.execute(f'ALTER TABLE pgq_message DETACH PARTITION "{part.name}" CONCURRENTLY')

@@ -3,8 +3,9 @@
 Defaults: ``rescue`` (dead-letter messages that exhausted their attempts by crashing or
 hanging consumers), ``expire`` (archive messages past retention or expires_in), ``retention``
 (prune old archive rows and dedup claims), ``counters`` (fold counter rows per
-minute) and ``partitions`` (``pgq_django.partitions.run_maintenance()``: repair the default
-partitions, premake, tune and drop ranges; it runs before ``retention``). Projects add their own with :func:`register_duty`.
+minute) and ``partitions`` (``pgq_django.partitions.run_maintenance()``: repair the
+default partitions, premake, tune and drop ranges; it runs before ``retention``).
+Projects add their own with :func:`register_duty`.
 """
 
 from __future__ import annotations
