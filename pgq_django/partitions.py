@@ -340,7 +340,7 @@ def plan_repair(table: str) -> list[tuple[int, int, int]]:
     """The ranges (lower, upper, rows) that would take the default partition's rows."""
     size = int(settings.PARTITION_SIZE)
     ranges = [(p.lower, p.upper) for p in list_partitions(table)]
-    planned = []
+    planned: list[tuple[int, int, int]] = []
     start = -(2**63)
     default = _default(table)
     while True:
