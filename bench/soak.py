@@ -81,7 +81,12 @@ def setup(args: argparse.Namespace) -> None:
         INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "pgq_django"],
         DATABASES={"default": _database()},
         DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
-        PGQ={"PARTITION_SIZE": size, "PARTITION_PREMAKE": 2},
+        PGQ={
+            "PARTITION_SIZE": size,
+            "PARTITION_PREMAKE": 2,
+            # --default-autovacuum: PostgreSQL's own settings, for the comparison.
+            **({"LIVE_PARTITION_STORAGE": {}} if args.default_autovacuum else {}),
+        },
     )
     django.setup()
     from django.core.management import call_command
@@ -93,10 +98,13 @@ def setup(args: argparse.Namespace) -> None:
     if pgq.list_queues():
         raise SystemExit("DATABASE_URL holds queues already: the soak needs a database of its own")
     # Start past the migration's first range, so every message lands in ranges of the size
-    # under test (the first range is drained at once and dropped by the first upkeep).
+    # under test (the first range is drained at once and dropped by the first upkeep), and
+    # half a range in: the queue then drains (at 10 % and at the end) with a range half
+    # full, never exactly at a range's end, when upkeep would drop the whole of it.
     first = partitions.list_partitions(partitions.MESSAGE_TABLE)[0]
+    offset = 0 if args.no_partitions else args.partition_size // 2
     with psycopg.connect(**_params()) as conn:
-        conn.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [first.upper - 1])
+        conn.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [first.upper - 1 + offset])
     partitions.run_maintenance()
     pgq.create_queue(QUEUE, retention=args.retention, visibility_timeout=60, archive_on_ack=True)
 
@@ -425,7 +433,8 @@ def _report(
     first = latency[0]
     last = latency[-1]
     report = {
-        "mode": "no partitions (one 10^15-wide range)" if args.no_partitions else "partitioned",
+        "mode": ("no partitions (one 10^15-wide range)" if args.no_partitions else "partitioned")
+        + (", default autovacuum" if args.default_autovacuum else ""),
         "messages": args.messages,
         "partition_size": None if args.no_partitions else args.partition_size,
         "consumers": args.consumers,
@@ -630,6 +639,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--no-partitions",
         action="store_true",
         help="one range wide enough for every id: the comparison run",
+    )
+    parser.add_argument(
+        "--default-autovacuum",
+        action="store_true",
+        help="live partitions without LIVE_PARTITION_STORAGE (PostgreSQL's autovacuum defaults)",
     )
     parser.add_argument("--batch", type=positive, default=100, help="messages per send_batch")
     parser.add_argument("--qty", type=positive, default=10, help="messages per read")
