@@ -227,6 +227,10 @@ SIZES = """
 SELECT coalesce(sum(pg_total_relation_size(relid)), 0)
 FROM pg_partition_tree(%s::regclass) WHERE isleaf
 """
+LIVE_RANGES = """
+SELECT count(*) FROM pg_partition_tree('pgq_message'::regclass)
+WHERE isleaf AND relid <> 'pgq_message_default'::regclass
+"""
 STATS = """
 SELECT relid, relname, n_live_tup, n_dead_tup, autovacuum_count, vacuum_count
 FROM pg_stat_user_tables WHERE relname LIKE 'pgq_message%%' OR relname LIKE 'pgq_archived%%'
@@ -260,14 +264,12 @@ class Sampler:
         live, archive = self.sizes()
         dead = {"live": 0, "archive": 0}
         archive_rows = 0
-        partitions = 0
+        partitions = self.conn.execute(LIVE_RANGES).fetchone()[0]  # type: ignore[index]
         for relid, name, n_live, n_dead, autovacuums, _ in self.conn.execute(STATS):
             kind = "archive" if name.startswith("pgq_archived") else "live"
             dead[kind] += n_dead
             if kind == "archive":
                 archive_rows += n_live
-            elif not name.endswith("_default"):
-                partitions += 1
             self.autovacuums[relid] = max(self.autovacuums.get(relid, 0), autovacuums)
         row = {
             "t": clock() - started,
