@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import multiprocessing
 import os
 import signal
@@ -43,7 +44,7 @@ from typing import Any
 
 import psycopg
 
-from .common import ROOT, clock, percentile
+from .common import ROOT, clock
 
 QUEUE = "soak"
 HUGE = 10**15  # the width of the one partition of --no-partitions
@@ -159,11 +160,48 @@ def producer(args: argparse.Namespace, shared: Shared, out: Path) -> None:
     out.write_text(json.dumps({"sent": count, "id_sum": id_sum}))
 
 
+class Tenth:
+    """Reads of one tenth of the run: a log-bucket latency histogram (2 % wide buckets from
+    10 µs), the messages they returned and when the first and last of them ended."""
+
+    RATIO = 1.02
+    FLOOR = 1e-5
+
+    def __init__(self) -> None:
+        self.buckets = [0] * 1000
+        self.got = 0
+        self.first = float("inf")
+        self.last = float("-inf")
+
+    def add(self, ended: float, took: float, got: int) -> None:
+        index = int(math.log(max(took, self.FLOOR) / self.FLOOR, self.RATIO))
+        self.buckets[min(index, len(self.buckets) - 1)] += 1
+        self.got += got
+        self.first = min(self.first, ended)
+        self.last = max(self.last, ended)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"buckets": self.buckets, "got": self.got, "first": self.first, "last": self.last}
+
+
+def _histogram_percentile(buckets: list[int], pct: float) -> float:
+    """The ``pct``-th percentile of a Tenth histogram, in ms (bucket's geometric middle)."""
+    rank = sum(buckets) * pct / 100
+    seen = 0
+    for index, count in enumerate(buckets):
+        seen += count
+        if count and seen >= rank:
+            return Tenth.FLOOR * Tenth.RATIO ** (index + 0.5) * 1000
+    return float("nan")
+
+
 def consumer(args: argparse.Namespace, shared: Shared, out: Path) -> None:
     _quiet_signals()
     import pgq_django as pgq
 
-    samples: list[tuple[float, float, int, int]] = []  # (at, read seconds, got, tenth)
+    # Per tenth of the run: a latency histogram, messages read, first and last read's end.
+    # Fixed-size, so the consumer's memory measures pgq_django, not the benchmark's notes.
+    tenths = [Tenth() for _ in range(TENTHS)]
     acked = id_sum = 0
     total = args.messages
     while not shared.stop.is_set():
@@ -176,14 +214,15 @@ def consumer(args: argparse.Namespace, shared: Shared, out: Path) -> None:
         if not messages:
             time.sleep(0.005)
             continue
-        samples.append((start, took, len(messages), min(progress * TENTHS // total, 9)))
+        tenths[min(progress * TENTHS // total, TENTHS - 1)].add(start + took, took, len(messages))
         done = pgq.delete(QUEUE, [m.msg_id for m in messages])
         assert isinstance(done, list)
         acked += len(done)
         id_sum += sum(done)
         with shared.acked.get_lock():
             shared.acked.value += len(done)
-    out.write_text(json.dumps({"acked": acked, "id_sum": id_sum, "samples": samples}))
+    tenths_out = [t.as_dict() for t in tenths]
+    out.write_text(json.dumps({"acked": acked, "id_sum": id_sum, "tenths": tenths_out}))
 
 
 def upkeep(args: argparse.Namespace, shared: Shared, out: Path) -> None:
@@ -401,29 +440,33 @@ def _report(
 ) -> dict[str, Any]:
     produced = _load(work / "producer.json", {"sent": 0, "id_sum": 0})
     consumed = [
-        _load(work / f"c{i}.json", {"acked": 0, "id_sum": 0, "samples": []})
+        _load(work / f"c{i}.json", {"acked": 0, "id_sum": 0, "tenths": []})
         for i in range(args.consumers)
     ]
     runs = _load(work / "upkeep.json", [])
-    samples = sorted((s for c in consumed for s in c["samples"]), key=lambda s: s[0])
-    by_tenth: list[list[float]] = [[] for _ in range(TENTHS)]
-    for _, took, _, tenth in samples:
-        by_tenth[tenth].append(took * 1000)
-    latency = [
-        {"p50_ms": percentile(v, 50), "p99_ms": percentile(v, 99), "reads": len(v)} if v else None
-        for v in by_tenth
-    ]
-    # Throughput per tenth: when the reads had returned each tenth of the messages. The
-    # pause at 10 % (the parent waits for the queue to drain and upkeep to run) is left out.
+    latency: list[dict[str, Any] | None] = []
+    throughput: list[float | None] = []
+    for k in range(TENTHS):
+        parts = [c["tenths"][k] for c in consumed if c.get("tenths")]
+        buckets = [sum(b) for b in zip(*(p["buckets"] for p in parts), strict=True)] or [0]
+        reads = sum(buckets)
+        latency.append(
+            {
+                "p50_ms": _histogram_percentile(buckets, 50),
+                "p99_ms": _histogram_percentile(buckets, 99),
+                "reads": reads,
+            }
+            if reads
+            else None
+        )
+        # Throughput of the tenth: its messages over the time from its first read's end to
+        # its last's (the pause at 10 %, while the parent waits for the drain, falls between).
+        first = min((p["first"] for p in parts if p["got"]), default=None)
+        last = max((p["last"] for p in parts if p["got"]), default=None)
+        got = sum(p["got"] for p in parts)
+        span = (last - first) if first is not None and last is not None else 0.0
+        throughput.append(got / span if span > 0 else None)
     rows = sampler.rows
-    spans: list[list[float]] = [[] for _ in range(TENTHS)]
-    for at, took, _, tenth in samples:
-        spans[tenth].append(at + took)
-    got = [sum(s[2] for s in samples if s[3] == k) for k in range(TENTHS)]
-    throughput = [
-        got[k] / (max(spans[k]) - min(spans[k])) if len(spans[k]) > 1 else None
-        for k in range(TENTHS)
-    ]
     live_left = conn.execute("SELECT count(*) FROM pgq_message").fetchone()[0]  # type: ignore[index]
     archive_rows = conn.execute("SELECT count(*) FROM pgq_archived_message").fetchone()[0]  # type: ignore[index]
     pruned = sum(r["pruned"] for r in runs)
@@ -580,7 +623,7 @@ def plot(report: dict[str, Any], png: Path, compare: dict[str, Any] | None = Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    fig, axes = plt.subplots(4, 1, figsize=(9, 11), sharex=True)
     for rep, style in ((report, "-"), (compare, "--")):
         if rep is None:
             continue
@@ -600,6 +643,22 @@ def plot(report: dict[str, Any], png: Path, compare: dict[str, Any] | None = Non
             alpha=0.5,
             label=f"{label}: archive",
         )
+        rss = [
+            max(
+                (v for k, v in r["rss_kib"].items() if k.startswith("consumer") and v), default=None
+            )
+            for r in rows
+        ]
+        axes[3].plot(
+            xs, [v / 1024 if v else None for v in rss], style, label=f"{label}: largest consumer"
+        )
+        axes[3].plot(
+            xs,
+            [(r["rss_kib"].get("upkeep") or 0) / 1024 or None for r in rows],
+            style,
+            alpha=0.5,
+            label=f"{label}: upkeep",
+        )
         tenths = [(k + 0.5) * rep["messages"] / TENTHS / 1e6 for k in range(TENTHS)]
         lat = rep["latency_per_tenth"]
         axes[1].plot(
@@ -611,7 +670,8 @@ def plot(report: dict[str, Any], png: Path, compare: dict[str, Any] | None = Non
     axes[0].set_ylabel("acked msg/s")
     axes[1].set_ylabel("read latency, ms")
     axes[2].set_ylabel("size, MiB")
-    axes[2].set_xlabel("messages acknowledged (millions)")
+    axes[3].set_ylabel("RSS, MiB")
+    axes[3].set_xlabel("messages acknowledged (millions)")
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -668,6 +728,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--png", type=Path, help="plot throughput, latency and size here")
     parser.add_argument("--compare", type=Path, help="an earlier --json to overlay on the plot")
+    parser.add_argument(
+        "--replot", type=Path, help="run nothing: plot this --json (with --png, --compare)"
+    )
     parser.add_argument("--quick", action="store_true", help="(python -m bench) 20,000 messages")
     parser.add_argument("--rounds", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -678,6 +741,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
+    if args.replot:
+        compare = json.loads(args.compare.read_text()) if args.compare else None
+        plot(json.loads(args.replot.read_text()), args.png or Path("soak.png"), compare)
+        return 0
     report = run(args)
     print_report(report)
     if args.json:
