@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, OperationalError, connections, transaction
@@ -416,31 +417,53 @@ def _repair(*, dry_run: bool, lock_timeout_ms: int) -> Iterator[str]:
 # -- drop ------------------------------------------------------------------------------------
 
 
-def exports_cover(first: Any, last: Any) -> bool:
-    """Whether recorded Spark exports cover archived_at ``[first, last]``.
+# The model that records Spark exports (pgq_django.spark records one per finished export).
+_EXPORT_MODEL: str = "pgq_django.SparkExport"
 
-    Asked before dropping archive rows with ``PGQ["ARCHIVE_DROP_REQUIRES_EXPORT"]``. Where
-    the Spark export record is not installed, nothing counts as exported.
+
+def export_covered_until() -> datetime | None:
+    """How far recorded Spark exports cover the archive without a gap from its beginning.
+
+    Every archived row with ``archived_at`` before the answer exists in an export; None when
+    no export started at the beginning (or the Spark export record is not installed). With
+    ``PGQ["ARCHIVE_DROP_REQUIRES_EXPORT"]`` neither upkeep nor retention removes a row past
+    this point. Exports are ``pgq_spark export`` runs, recorded as ``SparkExport`` rows of
+    archived_at windows ``[since, until)``.
     """
-    try:
-        from .api.exports import exports_cover as covered  # type: ignore[import-not-found]
-    except ImportError:
-        return False
-    from datetime import timedelta
+    from django.apps import apps
 
-    return bool(covered(first, last + timedelta(microseconds=1)))
+    try:
+        model: Any = apps.get_model(_EXPORT_MODEL)
+    except LookupError:
+        return None
+    windows = list(model.objects.using(settings.DATABASE).values_list("since", "until"))
+    from_start = [until for since, until in windows if since is None]
+    if not from_start:
+        return None
+    reached: datetime = max(from_start)
+    for since, until in sorted((s, u) for s, u in windows if s is not None):
+        if since > reached:
+            break
+        reached = max(reached, until)
+    return reached
+
+
+def exports_cover(last: datetime) -> bool:
+    """Whether recorded exports hold every archived row up to ``last`` (inclusive)."""
+    covered = export_covered_until()
+    return covered is not None and last < covered
 
 
 def _archive_droppable(part: Partition) -> tuple[bool, int, str]:
     """Whether an archive range may go now: (yes, rows, why not)."""
-    rows, first, last, retained = _one(
+    rows, _first, last, retained = _one(
         ARCHIVE_RANGE_STATE.format(partition=sql.Identifier(part.name))
     )
     if not rows:
         return True, 0, ""
     if retained:
         return False, rows, "rows within retention"
-    if settings.ARCHIVE_DROP_REQUIRES_EXPORT and not exports_cover(first, last):
+    if settings.ARCHIVE_DROP_REQUIRES_EXPORT and not exports_cover(last):
         return False, rows, "not exported yet"
     return True, int(rows), ""
 

@@ -250,3 +250,18 @@ def test_postgresql_refuses_a_concurrent_detach_beside_the_default_partition(db)
         pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="default"),
     ):
         other.execute(f'ALTER TABLE pgq_message DETACH PARTITION "{part.name}" CONCURRENTLY')
+
+
+def test_with_export_required_retention_deletes_no_unexported_archive_row(make_queue):
+    from pgq_django.delivery import prune
+
+    queue = make_queue(retention=60)
+    ids = pgq.send_batch(queue, ["a", "b"])
+    pgq.archive(queue, ids)
+    _age_archive(ids, 7200)
+    with override_settings(PGQ={"ARCHIVE_DROP_REQUIRES_EXPORT": True}):
+        assert partitions.export_covered_until() is None  # no export recorded
+        assert prune()["archive_pruned"] == 0
+    assert ArchivedMessage.objects.filter(msg_id__in=ids).count() == 2
+    assert prune()["archive_pruned"] >= 2
+    assert not ArchivedMessage.objects.filter(msg_id__in=ids).exists()
