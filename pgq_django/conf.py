@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 DEFAULTS: dict[str, Any] = {
@@ -49,8 +50,6 @@ DEFAULTS: dict[str, Any] = {
     "WORKER_POLL_INTERVAL": 1.0,
     "WORKER_GRACE_PERIOD": 30.0,
     "WORKER_MAINTENANCE_INTERVAL": 60.0,
-    # Translators that can be switched off as a whole.
-    "REST_ENABLED": True,
     # REST API (pgq_django.rest): authentication classes as dotted paths; None means DRF's
     # DEFAULT_AUTHENTICATION_CLASSES when the project sets them, else HTTP basic, session and
     # (when rest_framework.authtoken is installed) DRF token authentication.
@@ -73,7 +72,21 @@ DEFAULTS: dict[str, Any] = {
     # Worker threads of pgq_django.asgi.get_asgi_application(): every request's synchronous
     # work (and its database connection) runs on one of them, however many requests wait.
     "ASGI_THREADS": 8,
-    "SQS_ENABLED": True,
+}
+
+# Keys that no longer exist, and what to do instead. Settings that are read nowhere are
+# removed rather than kept as switches that do nothing; a project still setting one gets
+# this message (from the system checks, and from the first read of any setting) instead of
+# silently unchanged behaviour.
+REMOVED_SETTINGS: dict[str, str] = {
+    "REST_ENABLED": (
+        "The REST API is served only where the project mounts it: include "
+        "'pgq_django.rest.urls' in its URLconf to serve it, leave it out to switch it off."
+    ),
+    "SQS_ENABLED": (
+        "The SQS endpoint is served only where the project mounts its URLs; leave them out "
+        "of the URLconf to switch it off."
+    ),
 }
 
 
@@ -90,8 +103,12 @@ class PgqSettings:
 
     def as_dict(self) -> dict[str, Any]:
         if self._cached is None:
+            user = self.user_settings
+            for key in user:
+                if key in REMOVED_SETTINGS:
+                    raise ImproperlyConfigured(removed_message(key))
             merged = dict(self.defaults)
-            merged.update(self.user_settings)
+            merged.update(user)
             self._cached = merged
         return self._cached
 
@@ -102,6 +119,11 @@ class PgqSettings:
 
     def reload(self) -> None:
         self._cached = None
+
+
+def removed_message(key: str) -> str:
+    """What to tell a project that still sets a removed key."""
+    return f"settings.PGQ[{key!r}] has been removed. {REMOVED_SETTINGS[key]}"
 
 
 settings = PgqSettings()

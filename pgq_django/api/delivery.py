@@ -16,10 +16,11 @@ from typing import Any
 from .. import delivery as sql
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueNotFound
-from ..models import Outcome
+from ..models import ArchivedMessage, Outcome
 from . import validation as v
-from .messages import _missing, _queue_full, _ref
 from .recovery import recovers
+from .refs import message_manager, message_ref, message_refs, queue_missing
+from .sending import send_trusted
 
 # A NUL character in JSON text: ``\u0000`` not itself escaped (``\\u0000`` is text).
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -70,7 +71,7 @@ def result(msg_id: Any) -> Result | None:
     A message deleted by an ack on a queue without ``archive_on_ack`` leaves no trace, so
     queues whose outcomes matter (task queues) should archive on ack.
     """
-    ident = _ref(msg_id)[0]
+    ident = message_ref(msg_id)[0]
     row = sql.run(sql.RESULT, {"msg_id": ident})
     if row is None:
         return None
@@ -97,9 +98,9 @@ def cancel(queue: Any, msg_id: Any) -> bool:
     flagged ``cancel_requested`` (see :func:`cancel_requested`) and is archived as cancelled
     instead of being delivered again. False for an unknown message."""
     name = v.name(queue)
-    row = sql.run(sql.CANCEL, {"queue": name, "msg_id": _ref(msg_id)[0]})
+    row = sql.run(sql.CANCEL, {"queue": name, "msg_id": message_ref(msg_id)[0]})
     if row is None or row[0] is None:
-        raise _missing(name)
+        raise queue_missing(name)
     return row[1] is not None
 
 
@@ -110,7 +111,7 @@ def cancel_requested(msg_id: Any) -> bool:
     A long handler checks this between steps and stops early; it reads committed state, so it
     sees a cancel made while the handler's own transaction is open.
     """
-    row = sql.run(sql.CANCEL_REQUESTED, {"msg_id": _ref(msg_id)[0]})
+    row = sql.run(sql.CANCEL_REQUESTED, {"msg_id": message_ref(msg_id)[0]})
     return bool(row and row[0])
 
 
@@ -152,7 +153,7 @@ def redrive(
         },
     )
     if row is None or row[0] is None:
-        raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name)
+        raise QueueNotFound.for_name(name)
     return int(row[1])
 
 
@@ -181,8 +182,6 @@ def replay(queue: Any, msg_ids: Any, *, to: Any = None) -> list[int]:
     """
     from django.db import transaction
 
-    from ..models import ArchivedMessage
-    from .messages import _send_batch
     from .queues import get_queue
 
     if isinstance(msg_ids, int):
@@ -203,7 +202,7 @@ def replay(queue: Any, msg_ids: Any, *, to: Any = None) -> list[int]:
                 if not k.lower().startswith(v.RESERVED_HEADER_PREFIX)
             }
             headers["pgq_replayed_from"] = row.msg_id
-            sent += _send_batch(
+            sent += send_trusted(
                 dest.name,
                 [row.message],
                 headers=headers,
@@ -237,29 +236,6 @@ def unregister_callback(queue: Any) -> Any:
     return alter_queue(queue, callback="")
 
 
-def send_deduplicated(name: str, body: str, *, size: int, **options: Any) -> int:
-    """Send one message under a dedup_id; a repeat within 5 minutes returns the first id.
-
-    Called by :func:`pgq_django.send` when ``dedup_id`` is given.
-    """
-    row = sql.run(
-        sql.SEND_DEDUPLICATED,
-        {
-            "queue": name,
-            "body": body,
-            "size": size,
-            "window": sql.DEDUP_WINDOW_SECONDS,
-            "channel": settings.NOTIFY_CHANNEL,
-            **options,
-        },
-    )
-    if row is None or row[0] is None:
-        raise _missing(name, size=size)
-    if row[4]:
-        raise _queue_full(name, 1)
-    return int(row[1])
-
-
 @recovers()
 def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
     """Acknowledge a message and record what its handler produced.
@@ -271,8 +247,6 @@ def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
     ``details["field"] == "result"`` before anything changes.
     """
     from django.core.serializers.json import DjangoJSONEncoder
-
-    from ..models import Message
 
     name = v.name(queue)
     encoded = None
@@ -289,11 +263,9 @@ def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
             raise InvalidArgument(
                 "result cannot be stored as JSON: it holds a NUL character.", field="result"
             )
-    queue_id, deleted = Message.objects.db_manager(settings.DATABASE).ack(
-        name, [_ref(msg_id)], result=encoded
-    )
+    queue_id, deleted = message_manager().ack(name, [message_ref(msg_id)], result=encoded)
     if queue_id is None:
-        raise _missing(name)
+        raise queue_missing(name)
     return bool(deleted)
 
 
@@ -304,10 +276,8 @@ def release_leases(queue: Any, msg_ids: Any) -> list[int]:
     Takes receipts (or leased Message objects); a receipt whose lease was already taken over
     is skipped. Returns the ids released.
     """
-    from .messages import _refs
-
     name = v.name(queue)
-    _single, refs = _refs(msg_ids)
+    _single, refs = message_refs(msg_ids)
     if any(ct is None for _id, ct in refs):
         raise InvalidArgument("release_leases needs receipts or leased messages, not bare ids.")
     row = sql.run(
@@ -320,7 +290,7 @@ def release_leases(queue: Any, msg_ids: Any) -> list[int]:
         },
     )
     if row is None or row[0] is None:
-        raise _missing(name)
+        raise queue_missing(name)
     return list(row[1])
 
 
@@ -331,14 +301,12 @@ def archive_cancelled(queue: Any, msg_id: Any) -> bool:
     The worker calls this instead of running the handler when it leases a message that was
     cancelled while it waited for a retry.
     """
-    from ..models import Message
-
     name = v.name(queue)
-    queue_id, moved = Message.objects.db_manager(settings.DATABASE).archive(
-        name, [_ref(msg_id)], outcome=Outcome.CANCELLED
+    queue_id, moved = message_manager().archive(
+        name, [message_ref(msg_id)], outcome=Outcome.CANCELLED
     )
     if queue_id is None:
-        raise _missing(name)
+        raise queue_missing(name)
     return bool(moved)
 
 
@@ -350,13 +318,11 @@ def reject(queue: Any, msg_id: Any, *, error: str) -> bool:
     raises :class:`~pgq_django.RejectMessage`). False for an unknown message or a receipt
     whose lease was taken over.
     """
-    from ..models import Message
-
     name = v.name(queue)
     text = v.text(error, "error", allow_none=False, max_length=100_000)
-    queue_id, moved = Message.objects.db_manager(settings.DATABASE).archive(
-        name, [_ref(msg_id)], outcome=Outcome.DEAD, error=text
+    queue_id, moved = message_manager().archive(
+        name, [message_ref(msg_id)], outcome=Outcome.DEAD, error=text
     )
     if queue_id is None:
-        raise _missing(name)
+        raise queue_missing(name)
     return bool(moved)

@@ -23,9 +23,9 @@ from ..exceptions import (
 )
 from ..models import Binding, Exchange, ExchangeType, Queue
 from . import validation as v
-from .messages import SendOptions, _send_options
 from .queues import get_queue
 from .recovery import has_dedup_id, recovers
+from .sending import SendOptions, check_send_options
 
 
 def _db() -> str:
@@ -39,7 +39,7 @@ def get_exchange(exchange: Any) -> Exchange:
     try:
         return Exchange.objects.using(_db()).get(name=name)
     except Exchange.DoesNotExist:
-        raise ExchangeNotFound(f"Exchange {name!r} does not exist.", exchange=name) from None
+        raise ExchangeNotFound.for_name(name) from None
 
 
 @recovers(False)
@@ -173,14 +173,14 @@ def publish(
     name = v.name(exchange, kind="exchange")
     key = routing.routing_key(routing_key)
     v.unreserved_headers(send_options.get("headers"))
-    opts = _send_options(dict(send_options))
+    opts = check_send_options(dict(send_options))
     body = v.body(message, send_options.get("headers"))
     size = len(body.encode())
     exchange_id, ids, too_large, full = Exchange.objects.db_manager(_db()).publish_body(
         name, body, size=size, routing_key=key, **opts
     )
     if exchange_id is None:
-        raise ExchangeNotFound(f"Exchange {name!r} does not exist.", exchange=name)
+        raise ExchangeNotFound.for_name(name)
     if full is not None:
         raise QueueFull(
             f"Queue {full!r} bound to exchange {name!r} holds its max_length messages; "

@@ -100,7 +100,7 @@ def get_queue(queue: Any) -> Queue:
     try:
         return Queue.objects.using(_db()).get(name=name)
     except Queue.DoesNotExist:
-        raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name) from None
+        raise QueueNotFound.for_name(name) from None
 
 
 @recovers(False)
@@ -222,7 +222,7 @@ def purge_queue(name: Any) -> int:
     """Delete every message of the queue (leased ones too); returns how many."""
     queue_id, count = Message.objects.db_manager(_db()).purge(v.name(name))
     if queue_id is None:
-        raise QueueNotFound(f"Queue {name!r} does not exist.", queue=str(name))
+        raise QueueNotFound.for_name(name)
     return count
 
 

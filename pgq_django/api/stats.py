@@ -57,7 +57,7 @@ def metrics(queue: Any) -> QueueMetrics:
     name = v.name(queue)
     found = _rows(name)
     if not found:
-        raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name)
+        raise QueueNotFound.for_name(name)
     return found[0]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import close_old_connections, connections
 
-import pgq_django as pgq
+from ..api import delivery, messages
 
 logger = logging.getLogger("pgq_django.worker")
 
@@ -90,7 +90,7 @@ class LeaseExtender:
                 count += 1
         for queue, receipts in waiting.items():
             try:
-                count += len(pgq.release_leases(queue, receipts))
+                count += len(delivery.release_leases(queue, receipts))
             except Exception:
                 logger.exception("event=release_failed queue=%s", queue)
         return count
@@ -98,7 +98,7 @@ class LeaseExtender:
     @staticmethod
     def _nack(lease: _Lease, error: str) -> bool:
         try:
-            return bool(pgq.nack(lease.queue, lease.receipt, error=error))
+            return bool(messages.nack(lease.queue, lease.receipt, error=error))
         except Exception:
             logger.exception("event=nack_failed queue=%s msg_id=%s", lease.queue, lease.receipt)
             return False
@@ -141,7 +141,7 @@ class LeaseExtender:
             ]
         extended = 0
         for msg_id, lease in due:
-            found = pgq.set_vt(lease.queue, lease.receipt, lease.length)
+            found = messages.set_vt(lease.queue, lease.receipt, lease.length)
             with self._lock:
                 if found is None:
                     # Acked meanwhile, or taken over: nothing to keep alive.

@@ -20,8 +20,9 @@ from typing import Any
 
 from django.db import close_old_connections, connections
 
-import pgq_django as pgq
-
+from ..api.delivery import release_leases
+from ..api.messages import read
+from ..api.stats import metrics
 from ..exceptions import QueueNotFound, QueuePaused
 from . import maintenance
 from .executor import Outcome, execute
@@ -244,8 +245,7 @@ class Worker:
     def _backlog(self) -> int:
         try:
             return sum(
-                max(0, m.queue_length - m.in_flight)
-                for m in (pgq.metrics(q) for q in self.handlers)
+                max(0, m.queue_length - m.in_flight) for m in (metrics(q) for q in self.handlers)
             )
         except Exception:
             logger.exception("event=backlog_check_failed")
@@ -297,7 +297,7 @@ class Worker:
         for queue in self._queue_order():
             entry = self.handlers[queue]
             try:
-                messages = pgq.read(queue, vt=entry.vt, qty=entry.batch)
+                messages = read(queue, vt=entry.vt, qty=entry.batch)
             except (QueuePaused, QueueNotFound):
                 continue
             except Exception:
@@ -343,7 +343,7 @@ class Worker:
 
     def _release(self, queue: str, messages: list[Any]) -> None:
         try:
-            released = pgq.release_leases(queue, [m.receipt for m in messages])
+            released = release_leases(queue, [m.receipt for m in messages])
             logger.info("event=leases_released queue=%s count=%s", queue, len(released))
         except Exception:
             logger.exception("event=release_failed queue=%s", queue)
