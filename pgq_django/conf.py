@@ -91,7 +91,41 @@ REMOVED_SETTINGS: dict[str, str] = {
 
 
 class PgqSettings:
-    """Attribute access to the merged settings, cached until ``setting_changed``."""
+    """Attribute access to the merged settings, cached until ``setting_changed``.
+
+    The annotations tell type checkers what each key holds (one per key of DEFAULTS; a test
+    keeps them in step); the values come from ``__getattr__``.
+    """
+
+    DATABASE: str
+    DEFAULT_VISIBILITY_TIMEOUT: float
+    DEFAULT_RETENTION: float
+    DEFAULT_MAX_MESSAGE_SIZE: int
+    DEFAULT_MAX_RETRIES: int
+    DEFAULT_RETRY_DELAY: float
+    PREPARED_STATEMENTS: bool
+    READ_MAX_BYTES: int
+    SEND_BATCH_MAX_MESSAGES: int
+    SEND_BATCH_MAX_BYTES: int
+    METRICS_EXACT_COUNT: int
+    MAX_WAIT_SECONDS: float
+    NOTIFY_CHANNEL: str
+    PARTITION_SIZE: int
+    PARTITION_PREMAKE: int
+    WORKER_CONCURRENCY: int
+    WORKER_POLL_INTERVAL: float
+    WORKER_GRACE_PERIOD: float
+    WORKER_MAINTENANCE_INTERVAL: float
+    REST_AUTHENTICATION_CLASSES: list[str] | None
+    REST_MAX_BODY_SIZE: int
+    REST_MAX_BATCH: int
+    REST_DEFAULT_LIMIT: int
+    REST_MAX_LIMIT: int
+    REST_MAX_WAIT_SECONDS: float
+    REST_POLL_INTERVAL: float
+    METRICS_PERMISSION: str
+    METRICS_TOKEN: str | None
+    ASGI_THREADS: int
 
     def __init__(self, defaults: dict[str, Any] | None = None) -> None:
         self.defaults = defaults or DEFAULTS

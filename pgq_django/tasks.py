@@ -290,7 +290,7 @@ def unavailable_task(*args: Any, **kwargs: Any) -> None:
 def _stand_in(backend: PgqBackend) -> Task:
     queues = sorted(backend.queues or {"default"})
     queue_name = "default" if "default" in queues else queues[0]
-    return Task(  # type: ignore[call-arg]
+    return Task(
         func=unavailable_task,
         priority=0,
         backend=backend.alias,

@@ -16,17 +16,17 @@ from .receipts import Receipt
 if TYPE_CHECKING:
     from .models import Exchange, Message, Queue
 
-#: A queue by name or as its model instance.
 QueueRef: TypeAlias = Union[str, "Queue"]
-#: An exchange by name or as its model instance.
+"""A queue by name or as its model instance."""
 ExchangeRef: TypeAlias = Union[str, "Exchange"]
-#: One message: its msg_id (an int or a string of digits), a :class:`Receipt`, a receipt
-#: string ``"<msg_id>:<read_ct>"``, or a leased :class:`Message`. Receipts and messages
-#: fence: the call acts only if the message was not leased again since.
+"""An exchange by name or as its model instance."""
 MessageRef: TypeAlias = Union[int, str, Receipt, "Message"]
-#: One message reference, or an iterable of them.
+"""One message: its msg_id (an int or a string of digits), a :class:`Receipt`, a receipt
+string ``"<msg_id>:<read_ct>"``, or a leased :class:`Message`. Receipts and messages
+fence: the call acts only if the message was not leased again since."""
 MessageRefs: TypeAlias = MessageRef | Iterable[MessageRef]
-#: A duration in seconds, or a timedelta.
+"""One message reference, or an iterable of them."""
 Duration: TypeAlias = float | int | timedelta
+"""A duration in seconds, or a timedelta."""
 
 __all__ = ["Duration", "ExchangeRef", "MessageRef", "MessageRefs", "QueueRef"]

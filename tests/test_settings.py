@@ -10,7 +10,7 @@ from django.test import override_settings
 
 import pgq_django
 from pgq_django.checks import check_settings
-from pgq_django.conf import DEFAULTS, REMOVED_SETTINGS, settings
+from pgq_django.conf import DEFAULTS, REMOVED_SETTINGS, PgqSettings, settings
 
 
 def test_defaults_apply_when_pgq_is_not_set():
@@ -58,6 +58,10 @@ def test_a_removed_key_is_a_clear_error_naming_what_to_do_instead():
             settings.NOTIFY_CHANNEL  # noqa: B018 (reading is the point)
     # Once the key is gone the settings reload and read normally again.
     assert DEFAULTS["NOTIFY_CHANNEL"] == settings.NOTIFY_CHANNEL
+
+
+def test_the_settings_object_types_every_key_and_only_those():
+    assert set(PgqSettings.__annotations__) == set(DEFAULTS)
 
 
 def test_every_setting_is_read_somewhere_in_the_package():

@@ -42,7 +42,9 @@ class ExchangeAdmin(WithoutBulkDelete, admin.ModelAdmin):
 
     @admin.display(description="bindings", ordering="n_bindings")
     def binding_count(self, obj: Exchange) -> int:
-        return obj.n_bindings  # type: ignore[attr-defined]
+        # get_queryset annotates n_bindings; the model class does not declare it.
+        count: int = obj.n_bindings  # type: ignore[attr-defined]
+        return count
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return _staff(request)

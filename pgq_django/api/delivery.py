@@ -17,6 +17,7 @@ from .. import delivery as sql
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueNotFound
 from ..models import ArchivedMessage, Outcome
+from ..types import MessageRef, MessageRefs, QueueRef
 from . import validation as v
 from .recovery import recovers
 from .refs import message_manager, message_ref, message_refs, queue_missing
@@ -65,7 +66,7 @@ class Result:
 
 
 @recovers()
-def result(msg_id: Any) -> Result | None:
+def result(msg_id: MessageRef) -> Result | None:
     """The state of a message by id, live or archived; None if it left no trace.
 
     A message deleted by an ack on a queue without ``archive_on_ack`` leaves no trace, so
@@ -93,7 +94,7 @@ def result(msg_id: Any) -> Result | None:
 
 
 @recovers()
-def cancel(queue: Any, msg_id: Any) -> bool:
+def cancel(queue: QueueRef, msg_id: MessageRef) -> bool:
     """Cancel a message: a pending one is archived as ``cancelled`` at once; a leased one is
     flagged ``cancel_requested`` (see :func:`cancel_requested`) and is archived as cancelled
     instead of being delivered again. False for an unknown message."""
@@ -105,7 +106,7 @@ def cancel(queue: Any, msg_id: Any) -> bool:
 
 
 @recovers()
-def cancel_requested(msg_id: Any) -> bool:
+def cancel_requested(msg_id: MessageRef) -> bool:
     """Whether :func:`cancel` was called for a message a handler is working on.
 
     A long handler checks this between steps and stops early; it reads committed state, so it
@@ -117,7 +118,11 @@ def cancel_requested(msg_id: Any) -> bool:
 
 @recovers(False)
 def redrive(
-    dead_letter_queue: Any, *, to: Any = None, limit: int | None = None, origins: Any = None
+    dead_letter_queue: QueueRef,
+    *,
+    to: QueueRef | None = None,
+    limit: int | None = None,
+    origins: Any = None,
 ) -> int:
     """Move messages from a dead-letter queue back to the queue they failed on (or to ``to``).
 
@@ -158,7 +163,7 @@ def redrive(
 
 
 @recovers()
-def dead_letter_origins(dead_letter_queue: Any) -> dict[str, int]:
+def dead_letter_origins(dead_letter_queue: QueueRef) -> dict[str, int]:
     """Where :func:`redrive` would send a dead-letter queue's messages: queue name -> count.
 
     Only queues that still exist are listed; messages without a recorded origin are not
@@ -171,7 +176,7 @@ def dead_letter_origins(dead_letter_queue: Any) -> dict[str, int]:
 
 
 @recovers(False)
-def replay(queue: Any, msg_ids: Any, *, to: Any = None) -> list[int]:
+def replay(queue: QueueRef, msg_ids: MessageRefs, *, to: QueueRef | None = None) -> list[int]:
     """Send copies of archived messages of ``queue`` to ``to`` (by default back to ``queue``).
 
     The archive keeps the originals. A copy has the original's body, attributes, label and
@@ -214,7 +219,7 @@ def replay(queue: Any, msg_ids: Any, *, to: Any = None) -> list[int]:
 
 
 @recovers()
-def register_callback(queue: Any, callback: str) -> Any:
+def register_callback(queue: QueueRef, callback: str) -> Any:
     """Set the dotted path of the function workers call for each message (pgpro).
 
     The path must import and name something callable (checked here, in this process). A
@@ -229,7 +234,7 @@ def register_callback(queue: Any, callback: str) -> Any:
 
 
 @recovers()
-def unregister_callback(queue: Any) -> Any:
+def unregister_callback(queue: QueueRef) -> Any:
     """Remove a queue's callback; its messages wait until a handler or callback appears."""
     from .queues import alter_queue
 
@@ -237,7 +242,7 @@ def unregister_callback(queue: Any) -> Any:
 
 
 @recovers()
-def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
+def complete(queue: QueueRef, msg_id: MessageRef, *, result: Any = None) -> bool:
     """Acknowledge a message and record what its handler produced.
 
     Like :func:`pgq_django.delete` (a receipt fences out a consumer whose lease was taken
@@ -270,7 +275,7 @@ def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
 
 
 @recovers()
-def release_leases(queue: Any, msg_ids: Any) -> list[int]:
+def release_leases(queue: QueueRef, msg_ids: MessageRefs) -> list[int]:
     """Hand leased messages back unstarted: visible now, the unused delivery not counted.
 
     Takes receipts (or leased Message objects); a receipt whose lease was already taken over
@@ -295,7 +300,7 @@ def release_leases(queue: Any, msg_ids: Any) -> list[int]:
 
 
 @recovers()
-def archive_cancelled(queue: Any, msg_id: Any) -> bool:
+def archive_cancelled(queue: QueueRef, msg_id: MessageRef) -> bool:
     """Archive a leased message whose cancellation was requested, as ``cancelled``.
 
     The worker calls this instead of running the handler when it leases a message that was
@@ -310,7 +315,7 @@ def archive_cancelled(queue: Any, msg_id: Any) -> bool:
     return bool(moved)
 
 
-def reject(queue: Any, msg_id: Any, *, error: str) -> bool:
+def reject(queue: QueueRef, msg_id: MessageRef, *, error: str) -> bool:
     """Fail a message for good: archived as ``dead`` with ``error``, never retried.
 
     Unlike :func:`pgq_django.nack` this skips the remaining retries and the dead-letter

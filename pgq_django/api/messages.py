@@ -13,6 +13,7 @@ from typing import Any, Unpack
 from ..conf import settings
 from ..exceptions import InvalidArgument
 from ..models import Message
+from ..types import Duration, MessageRef, MessageRefs, QueueRef
 from . import validation as v
 from .recovery import has_dedup_id, recovers
 from .refs import message_manager, message_ref, message_refs, queue_missing
@@ -20,7 +21,9 @@ from .sending import SendOptions, refuse_inside_atomic, send_trusted
 
 
 @recovers(has_dedup_id)
-def send(queue: Any, message: Any, *, wait: Any = None, **options: Unpack[SendOptions]) -> int:
+def send(
+    queue: QueueRef, message: Any, *, wait: Duration | None = None, **options: Unpack[SendOptions]
+) -> int:
     """Put one message on a queue; returns its msg_id.
 
     Inside ``transaction.atomic()`` on the queue database the message becomes visible only
@@ -41,7 +44,11 @@ def send(queue: Any, message: Any, *, wait: Any = None, **options: Unpack[SendOp
 
 @recovers(has_dedup_id)
 def send_batch(
-    queue: Any, messages: Iterable[Any], *, wait: Any = None, **options: Unpack[SendOptions]
+    queue: QueueRef,
+    messages: Iterable[Any],
+    *,
+    wait: Duration | None = None,
+    **options: Unpack[SendOptions],
 ) -> list[int]:
     """Put several messages on a queue in one round trip; ids come back in input order.
 
@@ -56,7 +63,9 @@ def send_batch(
 
 
 @recovers()
-def read(queue: Any, *, vt: Any = None, qty: int = 1, filters: Any = None) -> list[Message]:
+def read(
+    queue: QueueRef, *, vt: Duration | None = None, qty: int = 1, filters: Any = None
+) -> list[Message]:
     """Lease up to ``qty`` visible messages, best priority first, then oldest.
 
     Each is hidden for ``vt`` seconds (the queue's visibility timeout by default) and its
@@ -103,11 +112,11 @@ def _poll_window(
 
 @recovers()
 def read_with_poll(
-    queue: Any,
+    queue: QueueRef,
     *,
-    vt: Any = None,
+    vt: Duration | None = None,
     qty: int = 1,
-    max_poll_seconds: Any = 5,
+    max_poll_seconds: Duration = 5,
     poll_interval_ms: int = 100,
     filters: Any = None,
 ) -> list[Message]:
@@ -137,11 +146,11 @@ def read_with_poll(
 
 
 async def aread_with_poll(
-    queue: Any,
+    queue: QueueRef,
     *,
-    vt: Any = None,
+    vt: Duration | None = None,
     qty: int = 1,
-    max_poll_seconds: Any = 5,
+    max_poll_seconds: Duration = 5,
     poll_interval_ms: int = 100,
     filters: Any = None,
 ) -> list[Message]:
@@ -166,7 +175,7 @@ async def aread_with_poll(
 
 
 @recovers()
-def pop(queue: Any, qty: int = 1) -> list[Message]:
+def pop(queue: QueueRef, qty: int = 1) -> list[Message]:
     """Take up to ``qty`` visible messages off the queue at once (read and delete)."""
     name = v.name(queue)
     messages, state = message_manager().pop(name, qty=v.quantity(qty))
@@ -175,7 +184,7 @@ def pop(queue: Any, qty: int = 1) -> list[Message]:
 
 
 @recovers()
-def read_by_id(queue: Any, msg_id: int) -> Message | None:
+def read_by_id(queue: QueueRef, msg_id: MessageRef) -> Message | None:
     """One message of the queue by id, leased or not, without leasing it."""
     name = v.name(queue)
     queue_id, message = message_manager().read_by_id(name, message_ref(msg_id)[0])
@@ -185,7 +194,7 @@ def read_by_id(queue: Any, msg_id: int) -> Message | None:
 
 
 @recovers()
-def delete(queue: Any, msg_ids: Any) -> bool | list[int]:
+def delete(queue: QueueRef, msg_ids: MessageRefs) -> bool | list[int]:
     """Acknowledge: remove messages (archive them as ``acked`` with archive_on_ack).
 
     One id or receipt answers True/False; a list answers the ids that were deleted. Unknown
@@ -200,7 +209,7 @@ def delete(queue: Any, msg_ids: Any) -> bool | list[int]:
 
 
 @recovers()
-def archive(queue: Any, msg_ids: Any) -> bool | list[int]:
+def archive(queue: QueueRef, msg_ids: MessageRefs) -> bool | list[int]:
     """Move messages to the archive with outcome ``archived`` (PGMQ archive)."""
     name = v.name(queue)
     single, refs = message_refs(msg_ids)
@@ -211,7 +220,7 @@ def archive(queue: Any, msg_ids: Any) -> bool | list[int]:
 
 
 @recovers()
-def set_vt(queue: Any, msg_id: Any, vt: Any) -> Message | None:
+def set_vt(queue: QueueRef, msg_id: MessageRef, vt: Duration) -> Message | None:
     """Make a message visible ``vt`` seconds from now (extend a lease, or end it with 0)."""
     name = v.name(queue)
     queue_id, message = message_manager().set_vt(name, message_ref(msg_id), v.seconds(vt, "vt"))
@@ -221,7 +230,9 @@ def set_vt(queue: Any, msg_id: Any, vt: Any) -> Message | None:
 
 
 @recovers()
-def nack(queue: Any, msg_id: Any, *, delay: Any = None, error: str | None = None) -> bool:
+def nack(
+    queue: QueueRef, msg_id: MessageRef, *, delay: Duration | None = None, error: str | None = None
+) -> bool:
     """Report a failed delivery: the message comes back after ``delay`` seconds.
 
     Without ``delay`` the queue's retry delay grows with its backoff. Once the message has
@@ -241,7 +252,7 @@ def nack(queue: Any, msg_id: Any, *, delay: Any = None, error: str | None = None
 
 
 @recovers()
-def expire_messages(queue: Any = None) -> int:
+def expire_messages(queue: QueueRef | None = None) -> int:
     """Archive as ``expired`` every message past its retention or expires_in."""
     queue_id = None
     if queue is not None:

@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueAlreadyExists, QueueNotFound
 from ..models import Backoff, Message, Queue
+from ..types import Duration, QueueRef
 from . import validation as v
 from .recovery import recovers
 
@@ -94,7 +95,7 @@ def _callback(value: Any) -> str:
 
 
 @recovers()
-def get_queue(queue: Any) -> Queue:
+def get_queue(queue: QueueRef) -> Queue:
     """The Queue for a name or instance; raises QueueNotFound."""
     name = v.name(queue)
     try:
@@ -108,11 +109,11 @@ def create_queue(
     name: str,
     *,
     fifo: bool = False,
-    visibility_timeout: Any = None,
-    delivery_delay: Any = 0,
-    retention: Any = None,
+    visibility_timeout: Duration | None = None,
+    delivery_delay: Duration = 0,
+    retention: Duration | None = None,
     max_retries: int | None = None,
-    retry_delay: Any = None,
+    retry_delay: Duration | None = None,
     backoff: str = "exponential",
     dead_letter_queue: Any = None,
     max_message_size: int | None = None,
@@ -152,7 +153,7 @@ def _default(value: Any, default: Any) -> Any:
 
 
 @recovers()
-def alter_queue(name: Any, **changes: Any) -> Queue:
+def alter_queue(name: QueueRef, **changes: Any) -> Queue:
     """Change a queue's settings; takes effect for the next read, send or nack."""
     queue = get_queue(name)
     fields = _queue_fields(changes)
@@ -211,14 +212,14 @@ def _refuse_dead_letter_cycle(queue: Queue, dlq: Queue) -> None:
 
 
 @recovers()
-def drop_queue(name: Any) -> bool:
+def drop_queue(name: QueueRef) -> bool:
     """Remove a queue with its messages and archive; False if there was no such queue."""
     deleted, _ = Queue.objects.using(_db()).filter(name=v.name(name)).delete()
     return deleted > 0
 
 
 @recovers()
-def purge_queue(name: Any) -> int:
+def purge_queue(name: QueueRef) -> int:
     """Delete every message of the queue (leased ones too); returns how many."""
     queue_id, count = Message.objects.db_manager(_db()).purge(v.name(name))
     if queue_id is None:
@@ -233,13 +234,13 @@ def list_queues() -> list[Queue]:
 
 
 @recovers()
-def pause_queue(name: Any) -> Queue:
+def pause_queue(name: QueueRef) -> Queue:
     """Stop deliveries: reads raise QueuePaused and workers skip it; sends still land."""
     return _set_flag(name, paused=True)
 
 
 @recovers()
-def resume_queue(name: Any) -> Queue:
+def resume_queue(name: QueueRef) -> Queue:
     """Deliver again after :func:`pause_queue`; waiting consumers are woken at once."""
     return _set_flag(name, paused=False)
 

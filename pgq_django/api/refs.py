@@ -9,10 +9,9 @@ statements take, the read_ct fencing out a consumer whose lease was taken over.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..conf import settings
 from ..exceptions import MessageTooLarge, PgqError, QueueFull, QueueNotFound, QueuePaused
+from ..managers import MessageManager
 from ..models import Message, Receipt
 from ..types import MessageRef, MessageRefs
 from . import validation as v
@@ -21,7 +20,7 @@ from . import validation as v
 Fence = tuple[int, int | None]
 
 
-def message_manager() -> Any:
+def message_manager() -> MessageManager:
     """The Message manager on the queue database (``PGQ["DATABASE"]``)."""
     return Message.objects.db_manager(settings.DATABASE)
 

@@ -9,6 +9,7 @@ from typing import Any
 from ..conf import settings
 from ..exceptions import QueueNotFound
 from ..models import Message
+from ..types import QueueRef
 from . import validation as v
 from .recovery import recovers
 
@@ -52,7 +53,7 @@ def _rows(queue: str | None) -> list[QueueMetrics]:
 
 
 @recovers()
-def metrics(queue: Any) -> QueueMetrics:
+def metrics(queue: QueueRef) -> QueueMetrics:
     """Depth, ages, totals and in-flight count of one queue (PGMQ ``metrics``)."""
     name = v.name(queue)
     found = _rows(name)

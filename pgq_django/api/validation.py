@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..exceptions import InvalidArgument, InvalidMessage, InvalidName
 
@@ -49,7 +49,15 @@ def name(value: Any, *, kind: str = "queue") -> str:
     return value
 
 
-def seconds(value: Any, field: str, *, allow_none: bool = False, minimum: float = 0) -> Any:
+@overload
+def seconds(
+    value: Any, field: str, *, allow_none: Literal[False] = False, minimum: float = 0
+) -> float: ...
+@overload
+def seconds(value: Any, field: str, *, allow_none: bool, minimum: float = 0) -> float | None: ...
+def seconds(
+    value: Any, field: str, *, allow_none: bool = False, minimum: float = 0
+) -> float | None:
     """A duration in seconds from an int, a float or a timedelta."""
     if value is None and allow_none:
         return None
@@ -68,9 +76,22 @@ def seconds(value: Any, field: str, *, allow_none: bool = False, minimum: float 
     return float(value)
 
 
+@overload
+def integer(
+    value: Any,
+    field: str,
+    *,
+    minimum: int = 0,
+    maximum: int = INT32_MAX,
+    allow_none: Literal[False] = False,
+) -> int: ...
+@overload
+def integer(
+    value: Any, field: str, *, minimum: int = 0, maximum: int = INT32_MAX, allow_none: bool
+) -> int | None: ...
 def integer(
     value: Any, field: str, *, minimum: int = 0, maximum: int = INT32_MAX, allow_none: bool = False
-) -> Any:
+) -> int | None:
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
@@ -113,7 +134,13 @@ def is_utf8(value: str) -> bool:
     return True
 
 
-def text(value: Any, field: str, *, allow_none: bool = True, max_length: int = 1024) -> Any:
+@overload
+def text(value: Any, field: str, *, allow_none: Literal[False], max_length: int = 1024) -> str: ...
+@overload
+def text(
+    value: Any, field: str, *, allow_none: bool = True, max_length: int = 1024
+) -> str | None: ...
+def text(value: Any, field: str, *, allow_none: bool = True, max_length: int = 1024) -> str | None:
     if value is None and allow_none:
         return None
     if not isinstance(value, str) or len(value) > max_length:
