@@ -202,10 +202,13 @@ class Worker:
             )
             # Handlers cannot be interrupted; their transactions roll back as we exit.
             os._exit(1)
-        for service in (self.leader, self.notifier):
-            if service is not None:
-                service.stop()
-        self.leases.stop()
+        for service in (self.leader, self.notifier, self.leases):
+            if service is not None and not service.stop():
+                logger.warning(
+                    "event=service_stop_timeout service=%s timeout=%s",
+                    service.thread_name,
+                    service.config.stop_timeout,
+                )
         processed, failed = self.processed, self.failed
         logger.info(
             "event=worker_stopped worker=%s processed=%s failed=%s",
