@@ -104,10 +104,15 @@ def autodiscover(extra_modules: list[str] | tuple[str, ...] = ()) -> None:
 
 
 def callback_handler(queue: str, path: str) -> Handler | None:
-    """A Handler for a queue's dotted-path callback, or None if it cannot be imported."""
+    """A Handler for a queue's dotted-path callback, or None if it cannot be imported.
+
+    Whatever the import raises (an ImportError, or an error of the module's own import-time
+    code) is logged and leaves the queue without a handler, so one broken callback module
+    does not stop a worker that serves other queues too.
+    """
     try:
         func = import_string(path)
-    except ImportError:
+    except Exception:
         logger.exception("queue=%s callback=%s event=callback_import_failed", queue, path)
         return None
     return Handler(queue, func)
