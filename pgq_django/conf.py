@@ -72,6 +72,12 @@ DEFAULTS: dict[str, Any] = {
     # Worker threads of pgq_django.asgi.get_asgi_application(): every request's synchronous
     # work (and its database connection) runs on one of them, however many requests wait.
     "ASGI_THREADS": 8,
+    "SQS_ENABLED": True,
+    # The account id in the SQS endpoint's queue URLs and ARNs (one account per site: queue
+    # names are unique across the site, as in one AWS account).
+    "SQS_ACCOUNT_ID": "000000000000",
+    # How far a signed request's time may be from the server's (AWS allows 15 minutes).
+    "SQS_CLOCK_SKEW": 900,
 }
 
 # Keys that no longer exist, and what to do instead. Settings that are read nowhere are
@@ -82,10 +88,6 @@ REMOVED_SETTINGS: dict[str, str] = {
     "REST_ENABLED": (
         "The REST API is served only where the project mounts it: include "
         "'pgq_django.rest.urls' in its URLconf to serve it, leave it out to switch it off."
-    ),
-    "SQS_ENABLED": (
-        "The SQS endpoint is served only where the project mounts its URLs; leave them out "
-        "of the URLconf to switch it off."
     ),
 }
 
@@ -126,6 +128,9 @@ class PgqSettings:
     METRICS_PERMISSION: str
     METRICS_TOKEN: str | None
     ASGI_THREADS: int
+    SQS_ENABLED: bool
+    SQS_ACCOUNT_ID: str
+    SQS_CLOCK_SKEW: float
 
     def __init__(self, defaults: dict[str, Any] | None = None) -> None:
         self.defaults = defaults or DEFAULTS
