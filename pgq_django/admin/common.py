@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 from django import forms
@@ -21,8 +20,7 @@ from ..models import (
 )
 
 PAGE_SIZE = 50
-_page = threading.local()
-_QUEUE_API_FIELDS = (
+QUEUE_API_FIELDS = (
     "fifo",
     "visibility_timeout",
     "delivery_delay",
@@ -52,15 +50,15 @@ def visible_queues(user: Any) -> QuerySet[Queue]:
     ).distinct()
 
 
-def _staff(request: HttpRequest) -> bool:
+def is_staff(request: HttpRequest) -> bool:
     return bool(request.user.is_active and request.user.is_staff)
 
 
-def _superuser(request: HttpRequest) -> bool:
+def is_superuser(request: HttpRequest) -> bool:
     return bool(request.user.is_active and request.user.is_superuser)
 
 
-def _age(seconds: float | None) -> str:
+def format_age(seconds: float | None) -> str:
     """A compact age: "42s", "7m 3s", "5h 12m", "3d 4h"."""
     if seconds is None:
         return "-"
@@ -74,7 +72,7 @@ def _age(seconds: float | None) -> str:
     return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
-def _pretty(value: Any) -> str:
+def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
@@ -104,7 +102,7 @@ class _ManagedInline(admin.TabularInline):
         return obj is not None and access.may(request.user, "manage", obj)
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return _staff(request)
+        return is_staff(request)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._manages(request, obj)
@@ -230,7 +228,7 @@ class ExchangeBindingInline(_ManagedInline):
         queues it feeds and with which filters.
         """
         found = super().get_queryset(request)
-        if _superuser(request):
+        if is_superuser(request):
             return found
         return found.filter(
             Q(exchange__in=access.exchanges_for(request.user, "manage").values("pk"))
