@@ -24,6 +24,8 @@ _EXPORTS: dict[str, str] = {
     "resume_queue": "api.queues",
     "get_queue": "api.queues",
     "validate_queue_settings": "api.queues",
+    "QUEUE_SETTINGS": "api.queue_settings",
+    "QueueSetting": "api.queue_settings",
     # messages
     "send": "api.messages",
     "send_batch": "api.messages",
@@ -205,6 +207,8 @@ if TYPE_CHECKING:
     from .api.messages import send as send
     from .api.messages import send_batch as send_batch
     from .api.messages import set_vt as set_vt
+    from .api.queue_settings import QUEUE_SETTINGS as QUEUE_SETTINGS
+    from .api.queue_settings import QueueSetting as QueueSetting
     from .api.queues import alter_queue as alter_queue
     from .api.queues import create_queue as create_queue
     from .api.queues import drop_queue as drop_queue

@@ -11,6 +11,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from .. import access
+from ..api.queue_settings import QUEUE_SETTINGS
 from ..exceptions import PgqError
 from ..models import (
     Binding,
@@ -20,25 +21,8 @@ from ..models import (
 )
 
 PAGE_SIZE = 50
-QUEUE_API_FIELDS = (
-    "fifo",
-    "visibility_timeout",
-    "delivery_delay",
-    "retention",
-    "max_retries",
-    "retry_delay",
-    "backoff",
-    "backoff_cap",
-    "backoff_jitter",
-    "dead_letter_queue",
-    "max_message_size",
-    "max_length",
-    "archive_on_ack",
-    "rate_limit",
-    "concurrency_limit",
-    "callback",
-    "owner",
-)
+# The queue settings the admin's queue form may change: the API's table, nothing of its own.
+QUEUE_API_FIELDS = tuple(QUEUE_SETTINGS)
 
 
 def visible_queues(user: Any) -> QuerySet[Queue]:

@@ -15,6 +15,7 @@ from django.utils.html import format_html
 import pgq_django as pgq
 
 from .. import access
+from ..api.queue_settings import QUEUE_SETTINGS
 from ..exceptions import PgqError
 from ..models import (
     Queue,
@@ -48,6 +49,13 @@ class QueueForm(forms.ModelForm):
     create_queue/alter_queue, so a value out of range is a form error on its field, not an
     error at save time.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Each setting is explained once, in the API's table.
+        for name, field in self.fields.items():
+            if name in QUEUE_SETTINGS:
+                field.help_text = QUEUE_SETTINGS[name].doc
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}

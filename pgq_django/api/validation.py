@@ -20,6 +20,8 @@ NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
 _NAME_RE = NAME_RE
 INT32_MAX = 2**31 - 1
 BIGINT_MAX = 2**63 - 1
+# Longest duration accepted anywhere (100 years): past it a timestamp sum could overflow.
+MAX_SECONDS = 100 * 365 * 24 * 3600
 # Most messages one read or pop may ask for; PGMQ has no cap, SQS stops at 10. A read also
 # stops early when the queue's largest possible bodies would pass PGQ["READ_MAX_BYTES"].
 MAX_QTY = 1_000
@@ -71,7 +73,7 @@ def seconds(
         raise InvalidArgument(
             f"{field} must be at least {minimum} seconds, not {value}.", field=field
         )
-    if value > 100 * 365 * 24 * 3600:
+    if value > MAX_SECONDS:
         raise InvalidArgument(f"{field} must be at most 100 years.", field=field)
     return float(value)
 
