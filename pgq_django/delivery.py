@@ -254,12 +254,14 @@ SELECT count(*) FROM d
 def run(sql: str, params: Any) -> tuple[Any, ...] | None:
     """Run one named statement on the queue database and return its single row."""
     with execute_statement(sql, params) as cursor:
-        return cursor.fetchone()
+        row: tuple[Any, ...] | None = cursor.fetchone()
+    return row
 
 
 def run_all(sql: str, params: Any) -> list[tuple[Any, ...]]:
     with execute_statement(sql, params) as cursor:
-        return cursor.fetchall()
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+    return rows
 
 
 def dead_letter_expired_leases(*, limit: int = 1000) -> int:

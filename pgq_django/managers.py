@@ -521,9 +521,9 @@ class MessageQuerySet(models.QuerySet):
             .first()
         )
         if queue is None:
-            raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name)
+            raise QueueNotFound.for_name(name)
         if queue["paused"]:
-            raise QueuePaused(f"Queue {name!r} is paused.", queue=name)
+            raise QueuePaused.for_name(name)
         now = _ClockTimestamp()
         candidates = self.using(alias).filter(
             models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now),
@@ -599,7 +599,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_inherited_connections)
 
 
-class _PreparingCursor(psycopg.Cursor):  # type: ignore[type-arg]
+class _PreparingCursor(psycopg.Cursor[Any]):
     """A server-binding cursor that prepares each statement on first use.
 
     The named statements above run thousands of times per connection and are large CTEs:
@@ -793,7 +793,9 @@ class MessageManager(_MessageManagerBase):
         return sorted(self._instances(rows), key=lambda m: (m.priority, m.msg_id)), state
 
     def queue_state(self, queue: str) -> tuple[int, bool, int, bool, bool, int | None] | None:
-        return self._execute(QUEUE_STATE, [queue]).fetchone()
+        state: tuple[int, bool, int, bool, bool, int | None] | None
+        state = self._execute(QUEUE_STATE, [queue]).fetchone()
+        return state
 
     def read_by_id(self, queue: str, msg_id: int) -> tuple[int | None, Any]:
         row = self._execute(READ_BY_ID, {"queue": queue, "msg_id": msg_id}).fetchone()
@@ -856,20 +858,24 @@ class MessageManager(_MessageManagerBase):
         return row[0], row[1]
 
     def purge(self, queue: str) -> tuple[int | None, int]:
-        return self._execute(PURGE, {"queue": queue}).fetchone()
+        queue_id, count = self._execute(PURGE, {"queue": queue}).fetchone()
+        return queue_id, count
 
     def expire(self, queue_id: int | None = None) -> int:
-        return self._execute(EXPIRE, {"queue_id": queue_id}).fetchone()[0]
+        count: int = self._execute(EXPIRE, {"queue_id": queue_id}).fetchone()[0]
+        return count
 
     def compact_counters(self) -> tuple[int, int]:
         """Returns (rows removed, rows written); run by worker maintenance."""
-        return self._execute(COMPACT_COUNTERS, {}).fetchone()
+        removed, written = self._execute(COMPACT_COUNTERS, {}).fetchone()
+        return removed, written
 
     def metrics_rows(self, queue: str | None) -> list[tuple[Any, ...]]:
         from .conf import settings
 
         params = {"queue": queue, "exact": settings.METRICS_EXACT_COUNT}
-        return self._execute(METRICS, params).fetchall()
+        rows: list[tuple[Any, ...]] = self._execute(METRICS, params).fetchall()
+        return rows
 
 
 def _filter_clause(filters: dict[str, Any]) -> tuple[str, dict[str, Any]]:
