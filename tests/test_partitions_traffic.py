@@ -8,6 +8,7 @@ colliding with the first.
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -28,17 +29,14 @@ CONSUMERS = 3
 
 
 @pytest.fixture
-def tiny_ranges(transactional_db: Any) -> Iterator[int]:
-    """Ranges of SIZE ids past every existing one; the layout and sequence restored after."""
+def saved_layout(transactional_db: Any) -> Iterator[None]:
+    """Whatever ranges a test makes or drops, the layout and sequence are restored after."""
     saved = {t: partitions.list_partitions(t) for t in partitions.TABLES}
     with connection.cursor() as cursor:
         cursor.execute("SELECT last_value, is_called FROM pgq_message_msg_id_seq")
         position = cursor.fetchone()
-        top = max(p.upper for parts in saved.values() for p in parts)
-        cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [top - 1])
     try:
-        with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 2}):
-            yield top
+        yield
     finally:
         Message.objects.all().delete()
         ArchivedMessage.objects.all().delete()
@@ -55,6 +53,16 @@ def tiny_ranges(transactional_db: Any) -> Iterator[int]:
                             f"FOR VALUES FROM ({part.lower}) TO ({part.upper})"
                         )
             cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s, %s)", list(position))
+
+
+@pytest.fixture
+def tiny_ranges(saved_layout: None) -> Iterator[int]:
+    """Ranges of SIZE ids past every existing one."""
+    top = max(p.upper for t in partitions.TABLES for p in partitions.list_partitions(t))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [top - 1])
+    with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 2}):
+        yield top
 
 
 def _thread(target: Callable[[], None], errors: list[BaseException]) -> threading.Thread:
@@ -154,3 +162,25 @@ def test_messages_flow_while_two_upkeep_loops_make_and_drop_ranges(tiny_ranges, 
     assert len(made) >= 2 and len(dropped) >= 1, actions
     assert len(made) == len(set(made)) and len(dropped) == len(set(dropped)), actions
     assert set(dropped) <= set(made)
+
+
+@pytest.mark.slow
+def test_the_command_stops_between_two_actions_on_sigint(saved_layout: None, spawn: Any) -> None:
+    before = {t: len(partitions.list_partitions(t)) for t in partitions.TABLES}
+    child = spawn("-m", "django", "pgq_partitions", "--premake", "100")
+    _wait_for_output(child, "create ")
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    lines = out.splitlines()
+    made = [line for line in lines if line.startswith("create ")]
+    assert lines[-1].startswith(f"stopped by signal after {len(made)} actions (")
+    assert 1 <= len(made) < 200  # 100 ranges for each table were due
+    # Every action printed was done and committed; nothing else was.
+    for table in partitions.TABLES:
+        printed = sum(line.startswith(f"create {table}_r") for line in made)
+        assert len(partitions.list_partitions(table)) == before[table] + printed
+
+
+def _wait_for_output(child: Any, text: str) -> None:
+    wait_until(lambda: text in child.out_path.read_text(), timeout=120, what=repr(text))
