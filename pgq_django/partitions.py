@@ -116,16 +116,23 @@ SET_STORAGE = sql.SQL("ALTER TABLE {partition} SET ({storage})")
 # -- partition_has_rows -- Whether a {partition} holds any row.
 PARTITION_HAS_ROWS = sql.SQL("SELECT EXISTS (SELECT 1 FROM {partition})")
 
-# -- archive_range_state -- An archive {partition}'s rows, its first and last archived_at, and
-# whether any queue still keeps some of them (its newest row there is within its retention).
-# One probe of the (queue_id, archived_at) index per queue, then a count.
-ARCHIVE_RANGE_STATE = sql.SQL("""
-SELECT count(*), min(a.archived_at), max(a.archived_at),
-       EXISTS (SELECT 1 FROM pgq_queue q
-               WHERE (SELECT max(b.archived_at) FROM {partition} b WHERE b.queue_id = q.id)
+# -- archive_range_retained -- Whether any queue still keeps rows of an archive {partition}:
+# its newest row there is within its retention. One probe of the (queue_id, archived_at)
+# index per queue, so it costs nothing like a scan of the range.
+ARCHIVE_RANGE_RETAINED = sql.SQL("""
+SELECT EXISTS (SELECT 1 FROM pgq_queue q
+               WHERE (SELECT max(a.archived_at) FROM {partition} a WHERE a.queue_id = q.id)
                      >= clock_timestamp() - make_interval(secs => q.retention))
-FROM {partition} a
 """)
+
+# -- archive_range_last -- The newest archived_at of an archive {partition} (its index).
+ARCHIVE_RANGE_LAST = sql.SQL("SELECT max(archived_at) FROM {partition}")
+
+# -- count_rows -- How many rows a {partition} holds (once, before it is dropped whole).
+COUNT_ROWS = sql.SQL("SELECT count(*) FROM {partition}")
+
+# -- drop_stash -- Remove the repair's temporary {stash} (before commit would).
+DROP_STASH = sql.SQL("DROP TABLE {stash}")
 
 # -- drop_partition -- Remove a drained {partition}.
 DROP_PARTITION = sql.SQL("DROP TABLE {partition}")
@@ -392,7 +399,7 @@ def _move_out_of_default(table: str, lower: int, upper: int, lock_timeout_ms: in
             cursor.execute(
                 _render(RESTORE_STASH.format(table=parent, columns=columns, stash=stash))
             )
-            cursor.execute(_render(sql.SQL("DROP TABLE {}").format(stash)))
+            cursor.execute(_render(DROP_STASH.format(stash=stash)))
     return int(moved)
 
 
@@ -454,41 +461,43 @@ def exports_cover(last: datetime) -> bool:
     return covered is not None and last < covered
 
 
-def _archive_droppable(part: Partition) -> tuple[bool, int, str]:
-    """Whether an archive range may go now: (yes, rows, why not)."""
-    rows, _first, last, retained = _one(
-        ARCHIVE_RANGE_STATE.format(partition=sql.Identifier(part.name))
-    )
-    if not rows:
-        return True, 0, ""
-    if retained:
-        return False, rows, "rows within retention"
+def _archive_droppable(part: Partition) -> tuple[bool, str]:
+    """Whether an archive range may go now: (yes, why not). Cheap: index probes only."""
+    ident = sql.Identifier(part.name)
+    if not _one(PARTITION_HAS_ROWS.format(partition=ident))[0]:
+        return True, ""
+    if _one(ARCHIVE_RANGE_RETAINED.format(partition=ident))[0]:
+        return False, "rows within retention"
+    last = _one(ARCHIVE_RANGE_LAST.format(partition=ident))[0]
     if settings.ARCHIVE_DROP_REQUIRES_EXPORT and not exports_cover(last):
-        return False, rows, "not exported yet"
-    return True, int(rows), ""
+        return False, "not exported yet"
+    return True, ""
 
 
-def _droppable(part: Partition) -> tuple[bool, int, str]:
+def _droppable(part: Partition) -> tuple[bool, str]:
     if part.table == ARCHIVE_TABLE:
         return _archive_droppable(part)
     has_rows = _one(PARTITION_HAS_ROWS.format(partition=sql.Identifier(part.name)))[0]
-    return (False, 0, "holds messages") if has_rows else (True, 0, "")
+    return (False, "holds messages") if has_rows else (True, "")
 
 
-def _drop(part: Partition, lock_timeout_ms: int) -> tuple[bool, int]:
-    """Lock the parent, re-check under the lock, drop; (False, _) when busy or not droppable."""
+def _rows(part: Partition) -> int:
+    return int(_one(COUNT_ROWS.format(partition=sql.Identifier(part.name)))[0])
+
+
+def _drop(part: Partition, lock_timeout_ms: int) -> bool:
+    """Lock the parent, re-check under the lock, drop; False when busy or not droppable."""
     try:
         with transaction.atomic(using=settings.DATABASE):
             # Holding the lock first means no insert into the range is still in flight.
             _exclusive(part.table, lock_timeout_ms)
-            ok, rows, _ = _droppable(part)
-            if not ok:
-                return False, rows
+            if not _droppable(part)[0]:
+                return False
             with _cursor() as cursor:
                 cursor.execute(_render(DROP_PARTITION.format(partition=sql.Identifier(part.name))))
-            return True, rows
+            return True
     except OperationalError:  # lock_timeout: the queue is busy; try at the next run
-        return False, 0
+        return False
 
 
 def drop_drained_partitions(*, dry_run: bool = False, lock_timeout_ms: int = 100) -> list[str]:
@@ -509,11 +518,12 @@ def _drops(*, dry_run: bool, lock_timeout_ms: int) -> Iterator[str]:
                 continue
             if table == ARCHIVE_TABLE and part.lower in live_lowers:
                 continue
-            if dry_run:
-                dropped, rows, _ = _droppable(part)
-            else:
-                dropped, rows = _drop(part, lock_timeout_ms)
-            if dropped:
+            if not _droppable(part)[0]:
+                continue
+            # An archive range past retention is counted before the lock (the count scans
+            # it; nothing adds rows to a range whose live range is gone).
+            rows = _rows(part) if table == ARCHIVE_TABLE else 0
+            if dry_run or _drop(part, lock_timeout_ms):
                 past = f" ({rows} rows past retention)" if rows else ""
                 yield f"drop {part.name} [{part.lower}, {part.upper}){past}"
                 if table == MESSAGE_TABLE:
