@@ -464,7 +464,7 @@ def exports_cover(last: datetime) -> bool:
 def _archive_droppable(part: Partition) -> tuple[bool, str]:
     """Whether an archive range may go now: (yes, why not). Cheap: index probes only."""
     ident = sql.Identifier(part.name)
-    if not _one(PARTITION_HAS_ROWS.format(partition=ident))[0]:
+    if not _has_rows(part):
         return True, ""
     if _one(ARCHIVE_RANGE_RETAINED.format(partition=ident))[0]:
         return False, "rows within retention"
@@ -477,8 +477,11 @@ def _archive_droppable(part: Partition) -> tuple[bool, str]:
 def _droppable(part: Partition) -> tuple[bool, str]:
     if part.table == ARCHIVE_TABLE:
         return _archive_droppable(part)
-    has_rows = _one(PARTITION_HAS_ROWS.format(partition=sql.Identifier(part.name)))[0]
-    return (False, "holds messages") if has_rows else (True, "")
+    return (False, "holds messages") if _has_rows(part) else (True, "")
+
+
+def _has_rows(part: Partition) -> bool:
+    return bool(_one(PARTITION_HAS_ROWS.format(partition=sql.Identifier(part.name)))[0])
 
 
 def _rows(part: Partition) -> int:
