@@ -14,7 +14,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,docs,tasks,bench]'
+	$(BIN)/python -m pip install -q -e '.[dev,docs,tasks,bench,spark]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -39,30 +39,8 @@ def _missing(queue: str, *, size: int | None = None) -> Exception:
     return QueueNotFound(f"Queue {queue!r} does not exist.", queue=queue)
 
 
-def _send_options(
-    headers: Any = None,
-    attributes: Any = None,
-    label: Any = None,
-    priority: Any = 0,
-    delay: Any = None,
-    group: Any = None,
-    dedup_id: Any = None,
-    expires_in: Any = None,
-    max_retries: Any = None,
-    retry_delay: Any = None,
-) -> dict[str, Any]:
-    return {
-        "headers": v.mapping(headers, "headers"),
-        "attributes": v.mapping(attributes, "attributes"),
-        "label": v.text(label, "label"),
-        "priority": v.integer(priority, "priority", minimum=-(2**31), maximum=v.INT32_MAX),
-        "delay": v.seconds(delay, "delay", allow_none=True),
-        "group": v.text(group, "group", max_length=128),
-        "dedup_id": v.text(dedup_id, "dedup_id", max_length=128),
-        "expires_in": v.seconds(expires_in, "expires_in", allow_none=True, minimum=0.001),
-        "max_retries": v.integer(max_retries, "max_retries", allow_none=True),
-        "retry_delay": v.seconds(retry_delay, "retry_delay", allow_none=True),
-    }
+# The options send, send_batch and publish accept, checked (shared with the Spark sink).
+_send_options = v.send_options
 
 
 def send(queue: Any, message: Any, **options: Any) -> int:
