@@ -10,6 +10,7 @@ happens.
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -121,3 +122,17 @@ class JobRunner:
             if line and line != last:
                 self.say(f"  {line}")
                 last = line
+
+
+_PGQ_ERROR = re.compile(r"pgq_django\.(?:exceptions|spark\.runtime)\.(\w+): (.+)")
+
+
+def pgq_error_in(exc: BaseException) -> str | None:
+    """The PgqError message inside a Spark error raised by our code in a Python worker.
+
+    Options are checked and rows written in Python workers, whose exceptions reach the
+    driver as text inside Spark's own exception; this finds ours so a command can print it
+    alone instead of a JVM stack trace.
+    """
+    found = _PGQ_ERROR.findall(str(exc))
+    return f"{found[-1][1].strip()}" if found else None

@@ -28,7 +28,13 @@ import psycopg
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
 from ..api import validation as v
-from ..exceptions import ExchangeNotFound, InvalidMessage, MessageTooLarge, QueueNotFound
+from ..exceptions import (
+    ExchangeNotFound,
+    InvalidMessage,
+    MessageTooLarge,
+    PgqError,
+    QueueNotFound,
+)
 from . import queries
 from .options import WriteOptions
 
@@ -96,10 +102,8 @@ def _row_op(row: Any, opts: WriteOptions, position: int, max_size: int | None) -
             checked["headers"] = cells["headers"]  # the text as written, checked above
         if isinstance(cells.get("attributes"), str):
             checked["attributes"] = cells["attributes"]
-    except Exception as exc:
-        if hasattr(exc, "message"):
-            exc.args = (f"Row {position} of the task: {exc}",)
-        raise
+    except PgqError as exc:
+        raise type(exc)(f"Row {position} of the task: {exc.message}", **exc.details) from None
     if max_size is not None and size > max_size:
         raise MessageTooLarge(
             f"Row {position} of the task: the message is {size} bytes; queue "

@@ -104,7 +104,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, action: str, master: str | None, **options: Any) -> None:
         from pgq_django.spark import jobs, session
-        from pgq_django.spark.runtime import Interrupted, JobRunner
+        from pgq_django.spark.runtime import Interrupted, JobRunner, pgq_error_in
 
         since, until = _window(options, default_until=action == "export")
         try:
@@ -137,4 +137,10 @@ class Command(BaseCommand):
         except PgqError as exc:
             spark.stop()
             raise CommandError(exc.message) from None
+        except Exception as exc:
+            spark.stop()
+            message = pgq_error_in(exc)
+            if message is None:
+                raise
+            raise CommandError(message) from None
         spark.stop()
