@@ -62,11 +62,19 @@ def test_a_dataframe_written_to_a_queue_is_the_rows_send_writes(
     ]
     for body, headers, attributes, label, priority, delay in rows:
         pgq.send(
-            by_api.name, body, headers=headers, attributes=attributes, label=label,
-            priority=priority, delay=delay,
+            by_api.name,
+            body,
+            headers=headers,
+            attributes=attributes,
+            label=label,
+            priority=priority,
+            delay=delay,
         )
     frame = spark.createDataFrame(
-        [(json.dumps(b), json.dumps(h), json.dumps(a), lb, p, float(d)) for b, h, a, lb, p, d in rows],
+        [
+            (json.dumps(b), json.dumps(h), json.dumps(a), lb, p, float(d))
+            for b, h, a, lb, p, d in rows
+        ],
         "body string, headers string, attributes string, label string, priority int, delay double",
     ).coalesce(1)
     frame.write.format("pgq").mode("append").option("queue", by_spark.name).save()
@@ -105,9 +113,7 @@ def test_a_dataframe_written_to_an_exchange_is_routed_like_publish(
     assert sorted(r[0] for r in _rows(audit.name)) == ['{"id": 1}', '{"id": 2}']
 
 
-def test_writing_again_with_a_dedup_column_sends_nothing_twice(
-    spark: Any, make_queue: Any
-) -> None:
+def test_writing_again_with_a_dedup_column_sends_nothing_twice(spark: Any, make_queue: Any) -> None:
     q = make_queue()
     frame = spark.createDataFrame(
         [(json.dumps({"n": i}), f"job-{i}") for i in range(20)], "body string, dedup_id string"
@@ -117,9 +123,7 @@ def test_writing_again_with_a_dedup_column_sends_nothing_twice(
     assert sorted(json.loads(r[0])["n"] for r in _rows(q.name)) == list(range(20))
 
 
-def test_a_bad_row_fails_its_task_and_the_task_writes_nothing(
-    spark: Any, make_queue: Any
-) -> None:
+def test_a_bad_row_fails_its_task_and_the_task_writes_nothing(spark: Any, make_queue: Any) -> None:
     q = make_queue(max_message_size=100)
     frame = spark.createDataFrame(
         [('{"ok": 1}',), ('{"ok": 2}',), (json.dumps({"big": "x" * 200}),), ('{"ok": 3}',)],
@@ -168,7 +172,7 @@ def archived(make_queue: Any) -> dict[str, str]:
     pgq.send_batch(b.name, [{"b": i} for i in range(6)], headers={"k": [1, {"x": "y"}]})
     # A body whose number keeps its digits in jsonb (Python would print 1.1).
     sql_rows(
-        "UPDATE pgq_message SET message = '{\"price\": 1.10, \"big\": 123456789012345678901.5}'"
+        'UPDATE pgq_message SET message = \'{"price": 1.10, "big": 123456789012345678901.5}\''
         " WHERE msg_id = (SELECT max(msg_id) FROM pgq_message m JOIN pgq_queue q "
         "ON q.id = m.queue_id WHERE q.name = %s)",
         [a.name],
@@ -209,7 +213,12 @@ def test_export_then_replay_round_trips_bodies_and_headers_byte_for_byte(
     total = sql_rows("SELECT count(*), min(msg_id), max(msg_id) FROM pgq_archived_message")[0]
     assert (result.rows, result.min_msg_id, result.max_msg_id) == total
     (record,) = list_exports()
-    assert (record.rows, record.path, record.since, record.until) == (total[0], target, since, until)
+    assert (record.rows, record.path, record.since, record.until) == (
+        total[0],
+        target,
+        since,
+        until,
+    )
     assert exports_cover(since, until) and not exports_cover(since - timedelta(days=1), until)
     day = until.date().isoformat()
     assert (tmp_path / "export" / f"queue={archived['a']}" / f"day={day}").is_dir()
@@ -227,9 +236,7 @@ def test_export_then_replay_round_trips_bodies_and_headers_byte_for_byte(
     assert any('"price": 1.10' in body for body, _ in got)
 
     dead = make_queue()
-    sent = jobs.replay(
-        spark, runner, source="archive", queue=dead.name, filter="outcome = 'dead'"
-    )
+    sent = jobs.replay(spark, runner, source="archive", queue=dead.name, filter="outcome = 'dead'")
     assert sent == 2
     assert sorted(r[:2] for r in _rows(dead.name)) == _archive_bodies("outcome = 'dead'")
 
@@ -265,7 +272,7 @@ def test_report_numbers_equal_the_same_computation_in_sql(
         GROUP BY q.name ORDER BY q.name
     """)
     assert [q.queue for q in queues] == [r[0] for r in expected]
-    for got, (name, count, window, quantiles, worst, retry, dead) in zip(
+    for got, (_name, count, window, quantiles, worst, retry, dead) in zip(
         queues, expected, strict=True
     ):
         assert got.messages == count
@@ -282,3 +289,72 @@ def test_report_numbers_equal_the_same_computation_in_sql(
     document = json.loads((tmp_path / "report.json").read_text())
     assert [q["queue"] for q in document["queues"]] == [q.queue for q in queues]
     assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_replay_command_sends_the_dead_letters(
+    spark: Any, archived: dict[str, str], make_queue: Any
+) -> None:
+    from django.core.management import CommandError, call_command
+
+    q = make_queue()
+    out = io.StringIO()
+    call_command(
+        "pgq_spark", "replay", "--from", "archive", "--queue", q.name,
+        "--filter", "outcome = 'dead'", stdout=out,
+    )  # fmt: skip
+    assert "Replayed 2 messages" in out.getvalue()
+    assert len(_rows(q.name)) == 2
+    with pytest.raises(CommandError, match="does not exist"):
+        call_command("pgq_spark", "replay", "--from", "archive", "--queue", "nope_missing")
+    with pytest.raises(CommandError, match="Spark SQL condition"):
+        call_command("pgq_spark", "replay", "--from", "archive", "--queue", q.name, "--filter", "")
+    assert spark.range(1).count() == 1  # the command left the caller's session running
+
+
+def test_sigterm_cancels_a_running_export_and_records_nothing(
+    spark: Any, archived: dict[str, str], tmp_path: Path
+) -> None:
+    """The export's executors block on a lock the test holds; SIGTERM arrives mid-job."""
+    import os
+    import signal
+    import threading
+    import time
+
+    import psycopg
+    from django.core.management import call_command
+
+    from pgq_django.models import SparkExport
+    from pgq_django.spark import default_dsn
+
+    dsn = default_dsn()
+    assert dsn is not None
+    blocker = psycopg.connect(dsn)
+    blocker.execute("LOCK TABLE pgq_queue IN ACCESS EXCLUSIVE MODE")  # reads join pgq_queue
+
+    def signal_when_blocked() -> None:
+        with psycopg.connect(dsn, autocommit=True) as watcher:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                waiting = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                    "'pgq_django.spark' AND wait_event_type = 'Lock'"
+                ).fetchone()
+                if waiting and waiting[0]:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    return
+                time.sleep(0.1)
+
+    thread = threading.Thread(target=signal_when_blocked)
+    thread.start()
+    out = io.StringIO()
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            call_command("pgq_spark", "export", "--to", str(tmp_path / "x"), stdout=out)
+    finally:
+        thread.join()
+        blocker.rollback()
+        blocker.close()
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert "SIGTERM: cancelling the Spark job" in out.getvalue()
+    assert not SparkExport.objects.exists()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -81,7 +82,7 @@ def test_batch_read_returns_exactly_the_ids_sql_sees_across_gaps_and_the_default
 
 
 def test_filters_match_the_same_filters_in_sql(spark: Any, spread: dict[str, Any]) -> None:
-    a, b = spread["a"], spread["b"]
+    a, _b = spread["a"], spread["b"]
 
     def read() -> Any:  # a fresh reader each time: option() changes the reader it is called on
         return spark.read.format("pgq").option("table", "archive")
@@ -121,11 +122,23 @@ def test_rows_are_typed_and_bodies_are_the_database_json_text(
     assert types["enqueued_at"] == types["archived_at"] == "timestamp"
     got = [
         (
-            r.msg_id, r.queue, r.message, r.headers, r.attributes, r.label, r.priority,
-            r.read_ct, r.enqueued_at, r.vt, r.archived_at, r.outcome, r.error,
+            r.msg_id,
+            r.queue,
+            r.message,
+            r.headers,
+            r.attributes,
+            r.label,
+            r.priority,
+            r.read_ct,
+            r.enqueued_at,
+            r.vt,
+            r.archived_at,
+            r.outcome,
+            r.error,
         )
         for r in frame.orderBy("msg_id").collect()
     ]
+
     # collect() gives naive datetimes in the local time zone: compare instants.
     def instants(row: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(v.timestamp() if isinstance(v, datetime) else v for v in row)
@@ -170,7 +183,7 @@ def test_planning_covers_every_row_once_whatever_the_number_of_partitions(
         for table, (lo, hi) in spans.items():
             pieces = sorted(covered.pop(table))
             assert pieces[0][0] == lo and pieces[-1][1] == hi
-            assert all(a[1] + 1 == b[0] for a, b in zip(pieces, pieces[1:], strict=False))
+            assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(pieces))
         assert covered == {}
 
 

@@ -53,7 +53,7 @@ def exports_cover(since: datetime | None, until: datetime) -> bool:
     if since is None and not open_ended:
         return False
     reached = max([*open_ended, *([since] if since is not None else [])])
-    for start, end in sorted((w for w in windows if w[0] is not None), key=lambda w: w[0]):
+    for start, end in sorted((s, e) for s, e in windows if s is not None):
         if start > reached:
             break
         reached = max(reached, end)

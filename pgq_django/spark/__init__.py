@@ -65,14 +65,12 @@ def register(spark: SparkSession, *, dsn: str | None = None) -> type:
     or Django's queue database), the NOTIFY channel and the session's parallelism as the
     default number of input partitions. Options given to a read or write override them.
     """
+    from django.conf import settings as django_settings
+
     from ..conf import settings
     from .source import PgqDataSource
 
-    channel = "pgq"
-    try:
-        channel = str(settings.NOTIFY_CHANNEL)
-    except Exception:  # Django not configured: the default channel
-        pass
+    channel = str(settings.NOTIFY_CHANNEL) if django_settings.configured else "pgq"
     attrs = {
         "default_dsn": dsn or default_dsn(),
         "default_partitions": _parallelism(spark),

@@ -134,13 +134,15 @@ def report_frame(frame: Any, *, since: datetime | None, until: datetime | None) 
     from pyspark.sql import functions as F
 
     latency = (F.unix_micros("archived_at") - F.unix_micros("enqueued_at")) / F.lit(1_000_000.0)
-    dead = (F.col("outcome") == "dead") | F.get_json_object("headers", "$.pgq_dead_letter").isNotNull()
+    dead = (F.col("outcome") == "dead") | F.get_json_object(
+        "headers", "$.pgq_dead_letter"
+    ).isNotNull()
     if since is not None and until is not None:
         window = F.lit((until - since).total_seconds())
     else:
-        window = (F.max(F.unix_micros("archived_at")) - F.min(F.unix_micros("archived_at"))) / F.lit(
-            1_000_000.0
-        )
+        window = (
+            F.max(F.unix_micros("archived_at")) - F.min(F.unix_micros("archived_at"))
+        ) / F.lit(1_000_000.0)
     grouped = frame.withColumn("latency", latency).groupBy("queue")
     quantiles = F.percentile(F.col("latency"), F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99)))
     return grouped.agg(
@@ -163,7 +165,9 @@ def report(
 ) -> list[QueueReport]:
     """Write ``report.json`` and ``report.png`` under ``to``; returns the per-queue figures."""
     frame = read_archive(spark, since=since, until=until)
-    rows = runner.run("Computing the report", lambda: report_frame(frame, since=since, until=until).collect())
+    rows = runner.run(
+        "Computing the report", lambda: report_frame(frame, since=since, until=until).collect()
+    )
     queues = []
     for row in rows:
         q = row["latency_quantiles"] or [None, None, None]
@@ -216,7 +220,9 @@ def _chart(queues: list[QueueReport], path: Path) -> None:
     axes[1].set_ylabel("seconds")
     axes[1].set_title("End-to-end latency (enqueued to archived)")
     axes[1].legend()
-    for offset, (label, attr) in enumerate((("retried", "retry_rate"), ("dead", "dead_letter_rate"))):
+    for offset, (label, attr) in enumerate(
+        (("retried", "retry_rate"), ("dead", "dead_letter_rate"))
+    ):
         values = [getattr(q, attr) for q in queues] or [0]
         axes[2].bar([p + (offset - 0.5) * 0.4 for p in positions], values, width=0.4, label=label)
     axes[2].set_ylabel("share of messages")

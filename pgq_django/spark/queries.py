@@ -82,13 +82,13 @@ ORDER BY c.relname
 
 
 # -- partition_span -- The lowest and highest msg_id of one partition (two index probes).
-def partition_span(partition: str) -> sql.Composable:
+def partition_span(partition: str) -> sql.Composed:
     return sql.SQL("SELECT min(msg_id), max(msg_id) FROM {}").format(sql.Identifier(partition))
 
 
 # -- read_range -- The rows of one table (a partition, or the parent) with msg_id in
 # [lo, hi], narrowed by queue, time window and outcome; timestamps as epoch microseconds.
-def read_range(table: str, *, archived: bool) -> sql.Composable:
+def read_range(table: str, *, archived: bool) -> sql.Composed:
     time_column = "archived_at" if archived else "enqueued_at"
     outcome = (
         sql.SQL("AND (%(outcomes)s::text[] IS NULL OR m.outcome = ANY(%(outcomes)s::text[]))")
@@ -170,7 +170,7 @@ def list_partition_spans(conn: psycopg.Connection[Any], table: str) -> list[Part
 
 def stream_range(
     conn: psycopg.Connection[Any],
-    statement: sql.Composable,
+    statement: sql.Composed,
     params: dict[str, Any],
     *,
     batch_rows: int,

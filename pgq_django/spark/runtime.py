@@ -10,13 +10,14 @@ happens.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any, TextIO, TypeVar
+from typing import Any, TypeVar
 
 from ..exceptions import PgqError
 
@@ -40,7 +41,7 @@ class Interrupted(PgqError):
 class JobRunner:
     """Progress and signal handling around the Spark actions of one job."""
 
-    def __init__(self, spark: Any, out: TextIO, *, interval: float = 2.0) -> None:
+    def __init__(self, spark: Any, out: Any, *, interval: float = 2.0) -> None:
         self.spark = spark
         self.out = out
         self.interval = interval
@@ -56,14 +57,17 @@ class JobRunner:
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        previous: dict[int, Any] = {}
+        previous: dict[signal.Signals, Any] = {}
 
         def stop(signum: int, frame: FrameType | None) -> None:
             self.signum = signum
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.say(f"{signal.Signals(signum).name}: cancelling the Spark job ...")
-            self._cancel()
+            # Not from here: the main thread is inside a Py4J call on its own (pinned)
+            # connection, and a nested call on it would break that call (Py4J then resends
+            # it, starting the job again).
+            threading.Thread(target=self._cancel, name="pgq-spark-cancel", daemon=True).start()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, stop)
@@ -77,11 +81,9 @@ class JobRunner:
     def _cancel(self) -> None:
         try:
             self.spark.sparkContext.cancelAllJobs()
-        except Exception:
-            try:  # Spark Connect
+        except Exception:  # Spark Connect: no SparkContext on the client
+            with contextlib.suppress(Exception):
                 self.spark.interruptAll()
-            except Exception:
-                pass
 
     def run(self, what: str, action: Callable[[], T]) -> T:
         """Run one Spark action, printing progress; raises Interrupted after a signal."""

@@ -136,8 +136,8 @@ def _row_op(row: Any, opts: WriteOptions, position: int, max_size: int | None) -
             "window": DEDUP_WINDOW_SECONDS,
         }
         return _Op("dedup", params, (), position)
-    key = tuple(sorted((k, json.dumps(val)) for k, val in checked.items()))
-    return _Op("send", {**checked, **common, "queue": opts.queue, "bodies": [body]}, key, position)
+    same = tuple(sorted((k, json.dumps(val)) for k, val in checked.items()))
+    return _Op("send", {**checked, **common, "queue": opts.queue, "bodies": [body]}, same, position)
 
 
 def _merge_sends(ops: Sequence[_Op]) -> list[_Op]:
@@ -208,9 +208,8 @@ class QueueWriter(DataSourceWriter):
 
     def _max_size(self, conn: psycopg.Connection[Any]) -> int | None:
         if not self.opts.queue:
-            if not conn.execute(queries.EXCHANGE_EXISTS, {"name": self.opts.exchange}).fetchone()[
-                0
-            ]:
+            found = conn.execute(queries.EXCHANGE_EXISTS, {"name": self.opts.exchange}).fetchone()
+            if not (found and found[0]):
                 raise ExchangeNotFound(f"Exchange {self.opts.exchange!r} does not exist.")
             return None
         from ..managers import QUEUE_STATE

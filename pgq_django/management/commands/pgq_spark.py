@@ -103,10 +103,15 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, action: str, master: str | None, **options: Any) -> None:
+        from pyspark.sql import SparkSession
+
         from pgq_django.spark import jobs, session
         from pgq_django.spark.runtime import Interrupted, JobRunner, pgq_error_in
 
         since, until = _window(options, default_until=action == "export")
+        # Called from a process that has a session already (call_command in a notebook):
+        # use it and leave it running.
+        ours = SparkSession.getActiveSession() is None
         try:
             if action == "replay":
                 jobs.check_filter(options["filter"])
@@ -116,31 +121,42 @@ class Command(BaseCommand):
         runner = JobRunner(spark, self.stdout)
         try:
             with runner.signals():
-                if action == "export":
-                    jobs.export(spark, runner, since=since, until=until, to=options["to"])
-                elif action == "report":
-                    jobs.report(spark, runner, since=since, until=until, to=options["to"])
-                else:
-                    jobs.replay(
-                        spark,
-                        runner,
-                        source=options["source"],
-                        queue=options["queue"],
-                        filter=options["filter"],
-                        since=since,
-                        until=until,
-                    )
+                self._run(jobs, spark, runner, action, since, until, options)
         except Interrupted as exc:
             self.stderr.write(exc.message)
-            spark.stop()
             sys.exit(128 + exc.signum)
         except PgqError as exc:
-            spark.stop()
             raise CommandError(exc.message) from None
         except Exception as exc:
-            spark.stop()
             message = pgq_error_in(exc)
             if message is None:
                 raise
             raise CommandError(message) from None
-        spark.stop()
+        finally:
+            if ours:
+                spark.stop()
+
+    def _run(
+        self,
+        jobs: Any,
+        spark: Any,
+        runner: Any,
+        action: str,
+        since: Any,
+        until: Any,
+        options: dict[str, Any],
+    ) -> None:
+        if action == "export":
+            jobs.export(spark, runner, since=since, until=until, to=options["to"])
+        elif action == "report":
+            jobs.report(spark, runner, since=since, until=until, to=options["to"])
+        else:
+            jobs.replay(
+                spark,
+                runner,
+                source=options["source"],
+                queue=options["queue"],
+                filter=options["filter"],
+                since=since,
+                until=until,
+            )
