@@ -60,7 +60,7 @@ class ExportResult:
     min_msg_id: int | None
     max_msg_id: int | None
     since: datetime | None
-    until: datetime
+    until: datetime | None
 
 
 def export(
@@ -68,21 +68,23 @@ def export(
     runner: JobRunner,
     *,
     since: datetime | None,
-    until: datetime,
+    until: datetime | None,
     to: str,
+    queue: str | None = None,
     record: bool = True,
 ) -> ExportResult:
     """Write archived_at ``[since, until)`` to Parquet at ``to``, by queue and day; record it.
 
-    Files are appended, so consecutive windows can share one path. The row count and id range
-    come from the same pass that writes the files (a Spark Observation), and the export is
-    recorded only once Spark has committed them.
+    Files are appended, so consecutive windows can share one path. ``queue`` narrows the
+    export to one queue (such an export is not recorded: it does not cover the archive).
+    The row count and id range come from the same pass that writes the files (a Spark
+    Observation), and the export is recorded only once Spark has committed them.
     """
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     observed = Observation("pgq_export")
-    frame = read_archive(spark, since=since, until=until)
+    frame = read_archive(spark, since=since, until=until, queue=queue)
     frame = frame.withColumn("day", F.to_date("archived_at")).observe(
         observed,
         F.count(F.lit(1)).alias("rows"),
@@ -103,6 +105,8 @@ def export(
     if record:
         from ..api.exports import record_export
 
+        if until is None or queue is not None:
+            raise InvalidArgument("Only a whole-archive export up to a set time is recorded.")
         record_export(
             since=since,
             until=until,
