@@ -63,6 +63,10 @@ _EXPORTS: dict[str, str] = {
     "release_leases": "api.delivery",
     "archive_cancelled": "api.delivery",
     "handler": "worker.registry",
+    # the record of Spark exports (pgq_spark export)
+    "record_export": "api.exports",
+    "list_exports": "api.exports",
+    "exports_cover": "api.exports",
     # metrics
     "metrics": "api.stats",
     "metrics_all": "api.stats",
@@ -72,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "Message": "models",
     "ArchivedMessage": "models",
     "Receipt": "models",
+    "SparkExport": "models",
     "PgqError": "exceptions",
     "QueueNotFound": "exceptions",
     "QueueAlreadyExists": "exceptions",
