@@ -146,3 +146,33 @@ def test_killing_a_consuming_query_mid_batch_loses_nothing(
     _consume(spark, q.name, seen, lambda: not _queued(q.name), tmp_path / "ck2")
     assert sorted(set(seen) | set(acked)) == ids
     assert set(seen) & set(acked) == set()
+
+
+def test_a_queue_streams_into_another_queue_through_the_streaming_sink(
+    spark: Any, make_queue: Any, tmp_path: Path
+) -> None:
+    source, target = make_queue(), make_queue()
+    ids = pgq.send_batch(source.name, [{"n": i} for i in range(25)], headers={"h": "v"})
+    query = (
+        spark.readStream.format("pgq")
+        .option("table", "messages")
+        .option("queue", source.name)
+        .option("maxBatchSize", "10")
+        .load()
+        .selectExpr("message AS body", "headers")
+        .writeStream.format("pgq")
+        .option("queue", target.name)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        _wait_for(
+            lambda: not _queued(source.name) and len(_queued(target.name)) >= len(ids),
+            "the messages to move from one queue to the other",
+        )
+    finally:
+        query.stop()
+    moved = pgq.read(target.name, qty=100)
+    assert sorted(m.message["n"] for m in moved) == list(range(25))  # each exactly once here
+    assert {tuple(m.headers.items()) for m in moved} == {(("h", "v"),)}

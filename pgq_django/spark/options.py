@@ -171,6 +171,13 @@ class ConsumeOptions:
                 "Streaming from table=messages consumes a queue: give option queue.",
                 field="queue",
             )
+        ignored = sorted({"since", "until", "outcome"} & set(opts))
+        if ignored:
+            raise InvalidArgument(
+                f"Consuming a queue takes every visible message; {', '.join(ignored)} "
+                "applies to batch reads and the archive only.",
+                field=ignored[0],
+            )
         vt = opts.get("visibilitytimeout")
         timeout = None
         if vt is not None:
