@@ -424,26 +424,18 @@ def _repair(*, dry_run: bool, lock_timeout_ms: int) -> Iterator[str]:
 # -- drop ------------------------------------------------------------------------------------
 
 
-# The model that records Spark exports (pgq_django.spark records one per finished export).
-_EXPORT_MODEL: str = "pgq_django.SparkExport"
-
-
 def export_covered_until() -> datetime | None:
     """How far recorded Spark exports cover the archive without a gap from its beginning.
 
     Every archived row with ``archived_at`` before the answer exists in an export; None when
-    no export started at the beginning (or the Spark export record is not installed). With
+    no export started at the beginning. With
     ``PGQ["ARCHIVE_DROP_REQUIRES_EXPORT"]`` neither upkeep nor retention removes a row past
     this point. Exports are ``pgq_spark export`` runs, recorded as ``SparkExport`` rows of
     archived_at windows ``[since, until)``.
     """
-    from django.apps import apps
+    from .models import SparkExport
 
-    try:
-        model: Any = apps.get_model(_EXPORT_MODEL)
-    except LookupError:
-        return None
-    windows = list(model.objects.using(settings.DATABASE).values_list("since", "until"))
+    windows = list(SparkExport.objects.using(settings.DATABASE).values_list("since", "until"))
     from_start = [until for since, until in windows if since is None]
     if not from_start:
         return None

@@ -207,15 +207,26 @@ def test_an_archive_range_wholly_past_retention_is_dropped_whole(past_every_rang
     assert ArchivedMessage.objects.filter(msg_id__in=ids).count() == 0
 
 
-def test_with_export_required_an_unexported_archive_range_is_kept(past_every_range, make_queue):
+def test_with_export_required_an_archive_range_waits_for_an_export_covering_it(
+    past_every_range, make_queue
+):
     queue = make_queue(retention=60)
     lower, ids = _drained_archive_range(queue, past_every_range)
     _age_archive(ids, 7200)
-    storage = {"PARTITION_SIZE": SIZE, "ARCHIVE_DROP_REQUIRES_EXPORT": True}
-    with override_settings(PGQ=storage):
+    name = f"pgq_archived_message_r{lower}"
+    required = {"PARTITION_SIZE": SIZE, "ARCHIVE_DROP_REQUIRES_EXPORT": True}
+    with override_settings(PGQ=required):
+        assert not any(a.startswith(f"drop {name}") for a in partitions.run_maintenance())
+        # An export that stops short of the newest row does not cover the range.
+        now = pgq_now()
+        pgq.record_export(since=None, until=now - timedelta(hours=3), path="/x/1", rows=0)
+        assert not any(a.startswith(f"drop {name}") for a in partitions.run_maintenance())
+        assert ArchivedMessage.objects.filter(msg_id__in=ids).count() == 3
+        # A later one, contiguous with it, does.
+        pgq.record_export(since=now - timedelta(hours=3), until=now, path="/x/2", rows=3)
         actions = partitions.run_maintenance()
-    assert not any(a.startswith(f"drop pgq_archived_message_r{lower}") for a in actions)
-    assert ArchivedMessage.objects.filter(msg_id__in=ids).count() == 3
+    assert f"drop {name} [{lower}, {lower + SIZE}) (3 rows past retention)" in actions
+    assert not ArchivedMessage.objects.filter(msg_id__in=ids).exists()
 
 
 def test_a_second_upkeep_run_does_nothing_while_one_holds_the_lock(past_every_range):
@@ -263,5 +274,16 @@ def test_with_export_required_retention_deletes_no_unexported_archive_row(make_q
         assert partitions.export_covered_until() is None  # no export recorded
         assert prune()["archive_pruned"] == 0
     assert ArchivedMessage.objects.filter(msg_id__in=ids).count() == 2
-    assert prune()["archive_pruned"] >= 2
+    # An export from the beginning that reaches past the first row (aged 2 h), not the second.
+    ArchivedMessage.objects.filter(msg_id=ids[1]).update(
+        archived_at=pgq_now() - timedelta(minutes=30)
+    )
+    pgq.record_export(since=None, until=pgq_now() - timedelta(hours=1), path="/x", rows=1)
+    with override_settings(PGQ={"ARCHIVE_DROP_REQUIRES_EXPORT": True}):
+        assert partitions.export_covered_until() is not None
+        assert prune()["archive_pruned"] == 1
+    assert list(
+        ArchivedMessage.objects.filter(msg_id__in=ids).values_list("msg_id", flat=True)
+    ) == [ids[1]]
+    assert prune()["archive_pruned"] >= 1  # without the requirement, retention alone decides
     assert not ArchivedMessage.objects.filter(msg_id__in=ids).exists()
