@@ -158,16 +158,31 @@ def _render(statement: sql.Composable) -> str:
 
 
 def _one(statement: str | sql.Composable, params: Any = None) -> Any:
+    """The statement's first row."""
     text = statement if isinstance(statement, str) else _render(statement)
     with _cursor() as cursor:
         cursor.execute(text, params)
         return cursor.fetchone()
 
 
-def list_partitions(table: str) -> list[Partition]:
+def _all(statement: str | sql.Composable, params: Any = None) -> list[Any]:
+    """Every row of the statement."""
+    text = statement if isinstance(statement, str) else _render(statement)
     with _cursor() as cursor:
-        cursor.execute(LIST_PARTITIONS, [table])
-        rows = cursor.fetchall()
+        cursor.execute(text, params)
+        return list(cursor.fetchall())
+
+
+def _run(statement: str | sql.Composable, params: Any = None) -> int:
+    """Run a statement for its effect (DDL, locks, moves); returns the rows it touched."""
+    text = statement if isinstance(statement, str) else _render(statement)
+    with _cursor() as cursor:
+        cursor.execute(text, params)
+        return int(cursor.rowcount)
+
+
+def list_partitions(table: str) -> list[Partition]:
+    rows = _all(LIST_PARTITIONS, [table])
     found = []
     for name, bound in rows:
         match = _BOUND.search(bound or "")
@@ -192,9 +207,8 @@ def _default_max_id(table: str) -> int:
 def _exclusive(table: str, lock_timeout_ms: int) -> None:
     """In the current transaction: lock ``table`` exclusively, waiting at most the timeout."""
     timeout = sql.Literal(f"{lock_timeout_ms}ms")
-    with _cursor() as cursor:
-        cursor.execute(_render(SET_LOCK_TIMEOUT.format(timeout=timeout)))
-        cursor.execute(_render(LOCK_PARENT.format(table=sql.Identifier(table))))
+    _run(SET_LOCK_TIMEOUT.format(timeout=timeout))
+    _run(LOCK_PARENT.format(table=sql.Identifier(table)))
 
 
 # -- storage ---------------------------------------------------------------------------------
@@ -255,8 +269,7 @@ def tune_live_partitions(*, dry_run: bool = False) -> list[str]:
             statement = SET_STORAGE.format(
                 partition=sql.Identifier(name), storage=_storage_sql(wanted)
             )
-            with _cursor() as cursor:
-                cursor.execute(_render(statement))
+            _run(statement)
         actions.append(f"tune {name} ({', '.join(f'{k}={v}' for k, v in wanted.items())})")
     return actions
 
@@ -270,8 +283,7 @@ def _create(table: str, lower: int, upper: int) -> str:
         upper=sql.Literal(upper),
         storage=_storage_sql(storage_options(table)),
     )
-    with _cursor() as cursor:
-        cursor.execute(_render(statement))
+    _run(statement)
     return name
 
 
@@ -363,9 +375,7 @@ def plan_repair(table: str) -> list[tuple[int, int, int]]:
 
 
 def _columns(table: str) -> sql.Composable:
-    with _cursor() as cursor:
-        cursor.execute(TABLE_COLUMNS, [table])
-        names = [row[0] for row in cursor.fetchall()]
+    names = [row[0] for row in _all(TABLE_COLUMNS, [table])]
     return sql.SQL(", ").join(sql.Identifier(n) for n in names)
 
 
@@ -383,23 +393,14 @@ def _move_out_of_default(table: str, lower: int, upper: int, lock_timeout_ms: in
         _exclusive(table, lock_timeout_ms)
         columns = _columns(table)
         parent = sql.Identifier(table)
-        with _cursor() as cursor:
-            cursor.execute(_render(CREATE_STASH.format(stash=stash, table=parent)))
-            cursor.execute(
-                _render(
-                    STASH_DEFAULT_ROWS.format(
-                        partition=_default(table), columns=columns, stash=stash
-                    )
-                ),
-                [lower, upper],
-            )
-            moved = cursor.rowcount
+        _run(CREATE_STASH.format(stash=stash, table=parent))
+        moved = _run(
+            STASH_DEFAULT_ROWS.format(partition=_default(table), columns=columns, stash=stash),
+            [lower, upper],
+        )
         _create(table, lower, upper)
-        with _cursor() as cursor:
-            cursor.execute(
-                _render(RESTORE_STASH.format(table=parent, columns=columns, stash=stash))
-            )
-            cursor.execute(_render(DROP_STASH.format(stash=stash)))
+        _run(RESTORE_STASH.format(table=parent, columns=columns, stash=stash))
+        _run(DROP_STASH.format(stash=stash))
     return int(moved)
 
 
@@ -488,8 +489,7 @@ def _drop(part: Partition, lock_timeout_ms: int) -> bool:
             _exclusive(part.table, lock_timeout_ms)
             if not _droppable(part)[0]:
                 return False
-            with _cursor() as cursor:
-                cursor.execute(_render(DROP_PARTITION.format(partition=sql.Identifier(part.name))))
+            _run(DROP_PARTITION.format(partition=sql.Identifier(part.name)))
             return True
     except OperationalError:  # lock_timeout: the queue is busy; try at the next run
         return False
