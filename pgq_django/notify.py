@@ -18,9 +18,11 @@ label filter), only one — the longest-waiting one without an unconsumed wake-u
 notification stands for at least one newly committed message, so five hundred waiters on
 one queue no longer all race to lease one message (a thundering herd: 500 leases, 499
 empty, and the one that wins may come last). The woken waiter hands the wake-up on when it
-leaves (:func:`unregister`) after a full batch — more may be waiting — or while it still
-holds a wake-up it has not consumed, so no message is left for the poll interval while a
-waiter of its group waits.
+leaves (:func:`unregister`) after a full batch — more may be waiting: it wakes two, so a
+large batch fans out in about log2(N) rounds — or while it still holds a wake-up it has
+not consumed, so no message is left for the poll interval while a waiter of its group
+waits. Only the longest-waiting member of a group re-checks on the poll interval
+(:meth:`Hub.leads`), so the fallback costs one lease per group, not one per waiter.
 
 When the connection is lost the hub wakes every waiter (so each re-checks its queue, and
 meets the database error there if the server is really gone), reconnects with a growing
@@ -56,6 +58,10 @@ READY_TIMEOUT = 5.0
 # noticed and replaced even when no notification arrives.
 HEALTH_CHECK_INTERVAL = 30.0
 RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
+# How many waiters of a group a waiter wakes when it leaves with a full batch: two, so a
+# batch of N messages reaches N waiters in about log2(N) rounds of leases, not N one after
+# the other, at the price of at most one empty lease per woken waiter.
+PASS_ON = 2
 
 
 def connection_params(alias: str | None = None) -> dict[str, Any]:
@@ -201,15 +207,37 @@ class Hub:
                 members = groups.get(interest.group)
                 if members is None:
                     continue
+                led = next(iter(members)) is interest
                 members.pop(interest, None)
                 if not members:
                     del groups[interest.group]
                     if not groups:
                         del self._groups[queue]
                 elif pass_on:
+                    targets += self._next_in(members, PASS_ON)
+                elif led:
+                    # The new head takes over the fallback polling (see leads()).
                     targets += self._next_in(members)
         for target in targets:
             target.wake()
+
+    def leads(self, interest: Interest) -> bool:
+        """Whether ``interest`` has waited longest in its group on one of its queues.
+
+        Only the head of a group needs the fallback poll (for messages that become visible
+        without a notification: delays, expired leases); the others wait for a wake-up, and
+        the head wakes its successor when it leaves. Five hundred waiters on one queue then
+        poll it once per interval, not five hundred times. An interest without a group
+        always polls.
+        """
+        if interest.group is None:
+            return True
+        with self._lock:
+            for queue in interest.queues:
+                members = self._groups.get(queue, {}).get(interest.group)
+                if members and next(iter(members)) is interest:
+                    return True
+        return False
 
     def waiters(self) -> int:
         """How many interests are registered (each counted once)."""
@@ -221,13 +249,16 @@ class Hub:
             return len(found)
 
     @staticmethod
-    def _next_in(members: dict[Interest, None]) -> list[Interest]:
-        """The longest-waiting member without a pending wake-up (none if all have one:
-        each of those reads after the commit anyway)."""
+    def _next_in(members: dict[Interest, None], count: int = 1) -> list[Interest]:
+        """The ``count`` longest-waiting members without a pending wake-up (fewer, or none,
+        if the others have one: each of those reads after the commit anyway)."""
+        found: list[Interest] = []
         for member in members:
             if not member.pending:
-                return [member]
-        return []
+                found.append(member)
+                if len(found) == count:
+                    break
+        return found
 
     def _wake(self, queues: Iterable[str] | None) -> None:
         """Wake the interests in these queues (one per group), or every interest when

@@ -215,7 +215,9 @@ class LongPoll:
             interval = settings.REST_POLL_INTERVAL
             found: list[Any] = []
             while (remaining := self.deadline - time.monotonic()) > 0:
-                await self.interest.await_wakeup(min(interval, remaining))
+                # Only the group's head polls as a fallback; the others wait to be woken.
+                poll = interval if self.interest.hub.leads(self.interest) else remaining
+                await self.interest.await_wakeup(min(poll, remaining))
                 found = await lease(self.queue, **self.options)
                 if found:
                     break
