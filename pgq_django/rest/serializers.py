@@ -16,9 +16,11 @@ import math
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import SkipField, empty, get_error_detail
 
 # ---------------------------------------------------------------------------------------------
 # Strict fields
@@ -124,16 +126,61 @@ class ExchangeKind(StrictText):
 
 
 class Strict(serializers.Serializer):
-    """Refuses fields it does not declare instead of ignoring them."""
+    """Refuses fields it does not declare instead of ignoring them.
+
+    Validation visits only the fields the data holds (and the required ones), each through
+    its own ``run_validation`` — DRF's own loop visits every declared field of every item,
+    and a batch of 100 messages spent 3-4 ms there, as long as sending it. That shortcut is
+    exact only for the plain shape these serializers have (no defaults, no read-only
+    fields, sources equal to names, no ``validate_<name>`` methods, no validators); a
+    serializer outside it takes DRF's loop.
+    """
 
     def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError(
-                    {name: ["This field is not known."] for name in unknown}
-                )
-        return super().to_internal_value(data)
+        if not isinstance(data, dict):
+            return super().to_internal_value(data)
+        fields = self.fields
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {name: ["This field is not known."] for name in unknown}
+            )
+        if not self._plain():
+            return super().to_internal_value(data)
+        out: dict[str, Any] = {}
+        errors: dict[str, Any] = {}
+        for name, field in fields.items():
+            if name not in data and not field.required:
+                continue  # DRF skips an absent optional field without a default
+            try:
+                out[name] = field.run_validation(data.get(name, empty))
+            except serializers.ValidationError as exc:
+                errors[name] = exc.detail
+            except DjangoValidationError as exc:
+                errors[name] = get_error_detail(exc)
+            except SkipField:
+                pass
+        if errors:
+            raise serializers.ValidationError(errors)
+        return out
+
+    def run_validators(self, value: Any) -> None:
+        if self.validators:
+            super().run_validators(value)
+
+    def _plain(self) -> bool:
+        cls = type(self)
+        plain = cls.__dict__.get("_plain_shape")
+        if plain is None:
+            plain = not self.validators and all(
+                field.default is empty
+                and not field.read_only
+                and field.source == name
+                and not hasattr(self, f"validate_{name}")
+                for name, field in self.fields.items()
+            )
+            cls._plain_shape = plain  # type: ignore[attr-defined]
+        return bool(plain)
 
 
 def _opt(field: type[serializers.Field], **kwargs: Any) -> Any:
