@@ -63,28 +63,34 @@ class _SyncChain(BaseHandler):
         self.load_middleware(is_async=False)
 
     def resolve_request(self, request: Any) -> ResolverMatch:
-        match = super().resolve_request(request)
+        match: ResolverMatch | None = getattr(request, "_pgq_resolved", None)
+        if match is not None and not hasattr(request, "urlconf"):
+            # Resolved already, with the same (default) URLconf, to pick this path.
+            request.resolver_match = match
+        else:
+            match = super().resolve_request(request)
         twin = getattr(match.func, "pgq_sync_view", None)
         if twin is not None:
             match.func = twin
         return match
 
 
-def needs_event_loop(scope: dict[str, Any], urlconf: str | None = None) -> bool:
-    """Whether the request of ``scope`` is for a view that must run on the event loop."""
+def resolve_scope(scope: dict[str, Any]) -> tuple[bool, ResolverMatch | None]:
+    """Whether the request of ``scope`` is for a view that must run on the event loop, and
+    the default URLconf's match for its path (None when nothing matches)."""
     script_name = get_script_prefix(scope)
     path = scope["path"]
     if script_name and path.startswith(script_name):
         path = path[len(script_name) :]
     try:
-        match = get_resolver(urlconf).resolve(path or "/")
+        match = get_resolver().resolve(path or "/")
     except Resolver404:
-        return False  # Django's 404 page (or the project's handler404) is synchronous
+        return False, None  # Django's 404 page (or the project's handler404) is synchronous
     func = match.func
     decide = getattr(func, "pgq_needs_async", None)
     if decide is not None:
-        return bool(decide(scope))
-    return iscoroutinefunction(func)
+        return bool(decide(scope)), match
+    return iscoroutinefunction(func), match
 
 
 class PooledASGIHandler(ASGIHandler):
@@ -114,12 +120,15 @@ class PooledASGIHandler(ASGIHandler):
             # Django answers only HTTP; let the server see the same refusal.
             return await super().__call__(scope, receive, send)
         async with ThreadSensitiveContext(executor=next(self._next)):  # type: ignore[call-arg]
-            if self.one_hop and not needs_event_loop(scope):
-                await self.handle_sync(scope, receive, send)
-            else:
-                await self.handle(scope, receive, send)
+            if self.one_hop:
+                needs_loop, match = resolve_scope(scope)
+                if not needs_loop:
+                    return await self.handle_sync(scope, receive, send, match)
+            await self.handle(scope, receive, send)
 
-    async def handle_sync(self, scope: Any, receive: Any, send: Any) -> None:
+    async def handle_sync(
+        self, scope: Any, receive: Any, send: Any, match: ResolverMatch | None = None
+    ) -> None:
         """Serve a request for a synchronous view with one hop to this request's thread."""
         try:
             body_file = await self.read_body(receive)
@@ -127,7 +136,9 @@ class PooledASGIHandler(ASGIHandler):
             return
         set_script_prefix(get_script_prefix(scope))
         try:
-            response = await sync_to_async(self._respond, thread_sensitive=True)(scope, body_file)
+            response = await sync_to_async(self._respond, thread_sensitive=True)(
+                scope, body_file, match
+            )
             try:
                 await self.send_response(response, send)
             finally:
@@ -136,11 +147,13 @@ class PooledASGIHandler(ASGIHandler):
         finally:
             body_file.close()
 
-    def _respond(self, scope: Any, body_file: Any) -> Any:
+    def _respond(self, scope: Any, body_file: Any, match: ResolverMatch | None) -> Any:
         signals.request_started.send(sender=self.__class__, scope=scope)
         request, error_response = self.create_request(scope, body_file)
         if request is None:
             return error_response
+        if match is not None:
+            request._pgq_resolved = match
         return self.sync_chain.get_response(request)
 
 

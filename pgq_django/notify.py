@@ -295,9 +295,10 @@ class Hub:
                 continue
             failures = 0
             self.connects += 1
-            self.ready.set()
-            # Anything sent while nobody listened is found by this re-check.
+            # Anything sent while nobody listened is found by this re-check; waiters that
+            # register once the hub is ready read after registering and need no wake-up.
             self._wake(None)
+            self.ready.set()
             try:
                 self._read_until_lost(self._conn)
             except Exception as exc:

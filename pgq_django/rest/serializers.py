@@ -12,6 +12,7 @@ OpenAPI schema, and the test suite validates real responses against that schema.
 
 from __future__ import annotations
 
+import copy
 import math
 from datetime import datetime
 from typing import Any
@@ -167,6 +168,17 @@ class Strict(serializers.Serializer):
     def run_validators(self, value: Any) -> None:
         if self.validators:
             super().run_validators(value)
+
+    def get_fields(self) -> dict[str, Any]:
+        """Copies of the declared fields: shallow ones for the leaf fields (which keep no
+        state of their own beyond what binding sets on the copy) — DRF's deep copies
+        re-run every field's constructor for every request."""
+        return {
+            name: copy.deepcopy(field)
+            if isinstance(field, serializers.Serializer | serializers.ListField)
+            else copy.copy(field)
+            for name, field in self._declared_fields.items()
+        }
 
     def _plain(self) -> bool:
         cls = type(self)
