@@ -153,7 +153,7 @@ class PooledASGIHandler(ASGIHandler):
         if request is None:
             return error_response
         if match is not None:
-            request._pgq_resolved = match
+            request._pgq_resolved = match  # type: ignore[attr-defined]
         return self.sync_chain.get_response(request)
 
 
