@@ -129,6 +129,8 @@ class MessagesView(AsyncPgqView):
         responses={200: s.ConsumeOut, **ERRORS},
     )
     def get(self, request: Request, queue: str) -> Response | Wait:
+        """Consume: lease up to ``limit`` messages, each hidden until acked or its lease
+        ends; with ``wait_seconds``, wait that long for one when none is ready."""
         query = parse_query(
             request,
             {
@@ -160,6 +162,8 @@ class MessagesView(AsyncPgqView):
         operation_id="messages_send", request=SEND_BODY, responses={201: s.SentOut, **ERRORS}
     )
     def post(self, request: Request, queue: str) -> Response:
+        """Send one message (``{"body": …}``) or a batch (``{"messages": [...]}``), which
+        lands whole or not at all."""
         data = request.data
         if isinstance(data, dict) and "messages" in data:
             items = self.body(request, s.BatchIn)["messages"]
