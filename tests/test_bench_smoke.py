@@ -71,7 +71,7 @@ def test_quick_benchmark_leaves_no_queues_behind(transactional_db: Any) -> None:
     assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_core_")]
 
 
-REST_CASES = ("send (p50 per call)", "send batch 100", "consume+ack 100")
+REST_CASES = ("send (p50 per call)", "send (p50, http.client)", "send batch 100", "consume+ack 100")
 
 
 @pytest.mark.slow

@@ -140,21 +140,19 @@ class Strict(serializers.Serializer):
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, dict):
             return super().to_internal_value(data)
-        fields = self.fields
-        unknown = sorted(set(data) - set(fields))
+        fields, required, plain = self._field_table()
+        unknown = [name for name in data if name not in fields]
         if unknown:
             raise serializers.ValidationError(
-                {name: ["This field is not known."] for name in unknown}
+                {name: ["This field is not known."] for name in sorted(unknown)}
             )
-        if not self._plain():
+        if not plain:
             return super().to_internal_value(data)
         out: dict[str, Any] = {}
         errors: dict[str, Any] = {}
-        for name, field in fields.items():
-            if name not in data and not field.required:
-                continue  # DRF skips an absent optional field without a default
+        for name in (*data, *(r for r in required if r not in data)):
             try:
-                out[name] = field.run_validation(data.get(name, empty))
+                out[name] = fields[name].run_validation(data.get(name, empty))
             except serializers.ValidationError as exc:
                 errors[name] = exc.detail
             except DjangoValidationError as exc:
@@ -180,19 +178,22 @@ class Strict(serializers.Serializer):
             for name, field in self._declared_fields.items()
         }
 
-    def _plain(self) -> bool:
-        cls = type(self)
-        plain = cls.__dict__.get("_plain_shape")
-        if plain is None:
+    def _field_table(self) -> tuple[dict[str, Any], tuple[str, ...], bool]:
+        """This instance's fields as a plain dict, the required names, and whether the
+        serializer has the plain shape the shortcut needs (computed once per instance)."""
+        cached = self.__dict__.get("_pgq_fields")
+        if cached is None:
+            fields = dict(self.fields)
             plain = not self.validators and all(
                 field.default is empty
                 and not field.read_only
                 and field.source == name
                 and not hasattr(self, f"validate_{name}")
-                for name, field in self.fields.items()
+                for name, field in fields.items()
             )
-            cls._plain_shape = plain  # type: ignore[attr-defined]
-        return bool(plain)
+            required = tuple(name for name, field in fields.items() if field.required)
+            cached = self.__dict__["_pgq_fields"] = (fields, required, plain)
+        return cached  # type: ignore[no-any-return]
 
 
 def _opt(field: type[serializers.Field], **kwargs: Any) -> Any:

@@ -90,7 +90,7 @@ def send_messages(queue: str, items: list[dict[str, Any]]) -> list[int]:
     previous = None
     for item in items:
         options = {k: v for k, v in item.items() if k != "body"}
-        key = json.dumps(options, sort_keys=True, default=str)
+        key = json.dumps(options, sort_keys=True, default=str) if options else ""
         if key != previous or options.get("dedup_id") is not None:
             runs.append((options, []))
             previous = key
