@@ -217,7 +217,9 @@ class Hub:
                     targets += self._next_in(members, PASS_ON)
                 elif led:
                     # The new head takes over the fallback polling (see leads()).
-                    targets += self._next_in(members)
+                    head = next(iter(members))
+                    if not head.pending:
+                        targets.append(head)
         for target in targets:
             target.wake()
 
