@@ -69,6 +69,9 @@ def _start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, so
             "--no-access-log",
             "--lifespan",
             "off",
+            # Keep idle keep-alive connections while the other contender takes its turn.
+            "--timeout-keep-alive",
+            "300",
         ],
         pass_fds=[sock.fileno()],
         cwd=common.ROOT,
