@@ -9,6 +9,7 @@ its maintenance duties.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from .conf import settings
@@ -230,12 +231,14 @@ SELECT (SELECT count(*) FROM moved) + (SELECT count(*) FROM gone),
 # so two concurrent changes cannot each pass the cycle check and together close a cycle.
 LOCK_DEAD_LETTER_GRAPH = "SELECT pg_advisory_xact_lock(hashtext('pgq_django.dead_letter_graph'))"
 
-# -- prune_archive -- Delete archived messages older than their queue's retention.
+# -- prune_archive -- Delete archived messages older than their queue's retention (and
+# archived before %(before)s: where exports must cover what goes, the end of their coverage).
 PRUNE_ARCHIVE = """
 WITH d AS (
     DELETE FROM pgq_archived_message a USING pgq_queue q
     WHERE a.queue_id = q.id
       AND a.archived_at < clock_timestamp() - make_interval(secs => q.retention)
+      AND a.archived_at < %(before)s::timestamptz
     RETURNING 1
 )
 SELECT count(*) FROM d
@@ -275,8 +278,17 @@ def dead_letter_expired_leases(*, limit: int = 1000) -> int:
 
 
 def prune() -> dict[str, int]:
-    """Retention for what is no longer live: old archive rows and spent dedup claims."""
-    archived = run(PRUNE_ARCHIVE, {})
+    """Retention for what is no longer live: old archive rows and spent dedup claims.
+
+    With ``PGQ["ARCHIVE_DROP_REQUIRES_EXPORT"]`` only archive rows that recorded Spark
+    exports cover are deleted (see :func:`pgq_django.partitions.export_covered_until`).
+    """
+    before = datetime.max.replace(tzinfo=UTC)
+    if settings.ARCHIVE_DROP_REQUIRES_EXPORT:
+        from .partitions import export_covered_until
+
+        before = export_covered_until() or datetime.min.replace(tzinfo=UTC)
+    archived = run(PRUNE_ARCHIVE, {"before": before})
     dedup = run(PRUNE_DEDUP, {})
     return {
         "archive_pruned": int(archived[0]) if archived else 0,
