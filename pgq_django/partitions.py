@@ -17,33 +17,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
-from django.db import OperationalError, connections, transaction
-from psycopg import sql
+from django.db import OperationalError, transaction
+from psycopg.sql import Identifier, Literal
 
+from . import db
 from .conf import settings
-from .models.fields import MSG_ID_SEQUENCE
+from .sql import partitions as sql
 
 MESSAGE_TABLE = "pgq_message"
 ARCHIVE_TABLE = "pgq_archived_message"
 TABLES = (MESSAGE_TABLE, ARCHIVE_TABLE)
 _BOUND = re.compile(r"FROM \('?(-?\d+)'?\) TO \('?(-?\d+)'?\)")
-
-# -- list_partitions -- The range partitions of a table with their bounds, lowest first.
-LIST_PARTITIONS = """
-SELECT c.relname, pg_get_expr(c.relpartbound, c.oid)
-FROM pg_inherits i
-JOIN pg_class c ON c.oid = i.inhrelid
-JOIN pg_class p ON p.oid = i.inhparent
-WHERE p.relname = %s AND p.relnamespace = c.relnamespace
-  AND p.relnamespace = to_regnamespace(current_schema())::oid
-"""
-
-# -- sequence_position -- The highest msg_id handed out so far (0 before the first).
-SEQUENCE_POSITION = sql.SQL(
-    "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {}"
-).format(sql.Identifier(MSG_ID_SEQUENCE))
 
 
 @dataclass(frozen=True)
@@ -54,43 +39,24 @@ class Partition:
     upper: int  # exclusive
 
 
-def _cursor() -> Any:
-    return connections[settings.DATABASE].cursor()
-
-
-def _render(statement: sql.Composable) -> str:
-    """Compose identifiers and literals against the live connection's encoding."""
-    db = connections[settings.DATABASE]
-    db.ensure_connection()
-    return statement.as_string(db.connection)
-
-
 def list_partitions(table: str) -> list[Partition]:
-    with _cursor() as cursor:
-        cursor.execute(LIST_PARTITIONS, [table])
-        rows = cursor.fetchall()
+    rows = db.run_all(sql.LIST_PARTITIONS, [table], prepare=False)
     found = []
-    for name, bound in rows:
-        match = _BOUND.search(bound or "")
+    for row in rows:
+        match = _BOUND.search(row.bound or "")
         if match:  # the DEFAULT partition has no range
-            found.append(Partition(table, name, int(match.group(1)), int(match.group(2))))
+            found.append(Partition(table, row.name, int(match.group(1)), int(match.group(2))))
     return sorted(found, key=lambda p: p.lower)
 
 
 def sequence_position() -> int:
-    with _cursor() as cursor:
-        cursor.execute(_render(SEQUENCE_POSITION))
-        return int(cursor.fetchone()[0])
+    return int(db.run_one(sql.SEQUENCE_POSITION).position)
 
 
 def _default_max_id(table: str) -> int:
     """The highest id sitting in the default partition (ranges must start above it)."""
-    statement = sql.SQL("SELECT coalesce(max(msg_id), 0) FROM {}").format(
-        sql.Identifier(f"{table}_default")
-    )
-    with _cursor() as cursor:
-        cursor.execute(_render(statement))
-        return int(cursor.fetchone()[0])
+    statement = sql.DEFAULT_MAX_ID.format(partition=Identifier(f"{table}_default"))
+    return int(db.run_one(statement).max_id)
 
 
 # Live partitions leave room on each page for HOT lease updates (see migration 0001).
@@ -99,17 +65,14 @@ FILLFACTOR = {MESSAGE_TABLE: 85, ARCHIVE_TABLE: 100}
 
 def _create(table: str, lower: int, upper: int) -> str:
     name = f"{table}_r{lower}"
-    statement = sql.SQL(
-        "CREATE TABLE {} PARTITION OF {} FOR VALUES FROM ({}) TO ({}) WITH (fillfactor = {})"
-    ).format(
-        sql.Identifier(name),
-        sql.Identifier(table),
-        sql.Literal(lower),
-        sql.Literal(upper),
-        sql.Literal(FILLFACTOR[table]),
+    statement = sql.CREATE_PARTITION.format(
+        partition=Identifier(name),
+        table=Identifier(table),
+        lower=Literal(lower),
+        upper=Literal(upper),
+        fillfactor=Literal(FILLFACTOR[table]),
     )
-    with _cursor() as cursor:
-        cursor.execute(_render(statement))
+    db.run_rowcount(statement)
     return name
 
 
@@ -146,38 +109,22 @@ def premake_partitions(premake: int | None = None, *, dry_run: bool = False) -> 
 
 def _drop_if_empty(part: Partition, lock_timeout_ms: int) -> bool:
     """Lock the partition, and drop it if it holds no row; False when busy or not empty."""
-    ident = sql.Identifier(part.name)
     try:
-        with transaction.atomic(using=settings.DATABASE), _cursor() as cursor:
-            cursor.execute(
-                _render(
-                    sql.SQL("SET LOCAL lock_timeout = {}").format(
-                        sql.Literal(f"{lock_timeout_ms}ms")
-                    )
-                )
-            )
+        with transaction.atomic(using=settings.DATABASE):
+            db.run_rowcount(sql.SET_LOCK_TIMEOUT.format(timeout=Literal(f"{lock_timeout_ms}ms")))
             # Holding the lock first means no insert into the range is still in flight.
-            cursor.execute(
-                _render(
-                    sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
-                        sql.Identifier(part.table)
-                    )
-                )
-            )
-            cursor.execute(_render(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(ident)))
-            if cursor.fetchone()[0]:
+            db.run_rowcount(sql.LOCK_PARENT.format(table=Identifier(part.table)))
+            if _has_rows(part):
                 return False
-            cursor.execute(_render(sql.SQL("DROP TABLE {}").format(ident)))
+            db.run_rowcount(sql.DROP_PARTITION.format(partition=Identifier(part.name)))
             return True
     except OperationalError:  # lock_timeout: the queue is busy; try at the next run
         return False
 
 
 def _has_rows(part: Partition) -> bool:
-    statement = sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(sql.Identifier(part.name))
-    with _cursor() as cursor:
-        cursor.execute(_render(statement))
-        return bool(cursor.fetchone()[0])
+    statement = sql.PARTITION_HAS_ROWS.format(partition=Identifier(part.name))
+    return bool(db.run_one(statement).has_rows)
 
 
 def drop_drained_partitions(*, dry_run: bool = False, lock_timeout_ms: int = 100) -> list[str]:

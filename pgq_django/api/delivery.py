@@ -1,7 +1,8 @@
 """Cancellation, completion tracking, redrive and queue callbacks.
 
-These sit beside :mod:`.messages`: each validates its arguments, runs one named statement of
-:mod:`pgq_django.delivery`, and turns "no such queue" into QueueNotFound.
+These sit beside :mod:`.messages`: each validates its arguments, calls one delivery method of
+``Message.objects`` (:mod:`pgq_django.managers.delivery`), and turns "no such queue" into
+QueueNotFound.
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .. import delivery as sql
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueNotFound
-from ..models import Outcome
+from ..models import Message, Outcome
 from . import validation as v
 from .messages import _missing, _queue_full, _ref
 from .recovery import recovers
@@ -27,6 +27,10 @@ _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 # Outcomes a live message can have in a Result, beside the archive's outcomes.
 PENDING = "pending"
 LEASED = "leased"
+
+
+def _manager() -> Any:
+    return Message.objects.db_manager(settings.DATABASE)
 
 
 @dataclass(frozen=True)
@@ -71,23 +75,21 @@ def result(msg_id: Any) -> Result | None:
     queues whose outcomes matter (task queues) should archive on ack.
     """
     ident = _ref(msg_id)[0]
-    row = sql.run(sql.RESULT, {"msg_id": ident})
+    row = _manager().result(ident)
     if row is None:
         return None
-    _where, queue_name, outcome, value, error, archived_at, *cols = row
-    columns = dict(zip(sql.MESSAGE_COLUMNS, cols, strict=True))
     return Result(
         msg_id=ident,
-        queue_name=queue_name,
-        outcome=outcome,
-        result=value,
-        error=error,
-        attempts=columns["read_ct"],
-        enqueued_at=columns["enqueued_at"],
-        finished_at=archived_at,
-        headers=columns["headers"] or {},
-        message=columns["message"],
-        cancel_requested=columns["cancel_requested"],
+        queue_name=row.queue_name,
+        outcome=row.outcome,
+        result=row.result,
+        error=row.error,
+        attempts=row.read_ct,
+        enqueued_at=row.enqueued_at,
+        finished_at=row.finished_at,
+        headers=row.headers or {},
+        message=row.message,
+        cancel_requested=row.cancel_requested,
     )
 
 
@@ -97,10 +99,10 @@ def cancel(queue: Any, msg_id: Any) -> bool:
     flagged ``cancel_requested`` (see :func:`cancel_requested`) and is archived as cancelled
     instead of being delivered again. False for an unknown message."""
     name = v.name(queue)
-    row = sql.run(sql.CANCEL, {"queue": name, "msg_id": _ref(msg_id)[0]})
-    if row is None or row[0] is None:
+    queue_id, outcome = _manager().cancel(name, _ref(msg_id)[0])
+    if queue_id is None:
         raise _missing(name)
-    return row[1] is not None
+    return outcome is not None
 
 
 @recovers()
@@ -110,8 +112,7 @@ def cancel_requested(msg_id: Any) -> bool:
     A long handler checks this between steps and stops early; it reads committed state, so it
     sees a cancel made while the handler's own transaction is open.
     """
-    row = sql.run(sql.CANCEL_REQUESTED, {"msg_id": _ref(msg_id)[0]})
-    return bool(row and row[0])
+    return _manager().cancel_requested(_ref(msg_id)[0])
 
 
 @recovers(False)
@@ -141,19 +142,10 @@ def redrive(
         from .queues import get_queue
 
         get_queue(dest)
-    row = sql.run(
-        sql.REDRIVE,
-        {
-            "dlq": name,
-            "to": dest,
-            "origins": only,
-            "limit": count,
-            "channel": settings.NOTIFY_CHANNEL,
-        },
-    )
-    if row is None or row[0] is None:
+    queue_id, moved = _manager().redrive(name, to=dest, origins=only, limit=count)
+    if queue_id is None:
         raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name)
-    return int(row[1])
+    return moved
 
 
 @recovers()
@@ -166,7 +158,7 @@ def dead_letter_origins(dead_letter_queue: Any) -> dict[str, int]:
     from .queues import get_queue
 
     queue = get_queue(dead_letter_queue)
-    return {name: int(n) for name, n in sql.run_all(sql.DEAD_LETTER_ORIGINS, {"dlq": queue.name})}
+    return _manager().dead_letter_origins(queue.name)
 
 
 @recovers(False)
@@ -242,22 +234,12 @@ def send_deduplicated(name: str, body: str, *, size: int, **options: Any) -> int
 
     Called by :func:`pgq_django.send` when ``dedup_id`` is given.
     """
-    row = sql.run(
-        sql.SEND_DEDUPLICATED,
-        {
-            "queue": name,
-            "body": body,
-            "size": size,
-            "window": sql.DEDUP_WINDOW_SECONDS,
-            "channel": settings.NOTIFY_CHANNEL,
-            **options,
-        },
-    )
-    if row is None or row[0] is None:
+    row = _manager().send_deduplicated(name, body, size=size, **options)
+    if row.found_queue_id is None:
         raise _missing(name, size=size)
-    if row[4]:
+    if row.queue_full:
         raise _queue_full(name, 1)
-    return int(row[1])
+    return int(row.msg_id)
 
 
 @recovers()
@@ -310,18 +292,10 @@ def release_leases(queue: Any, msg_ids: Any) -> list[int]:
     _single, refs = _refs(msg_ids)
     if any(ct is None for _id, ct in refs):
         raise InvalidArgument("release_leases needs receipts or leased messages, not bare ids.")
-    row = sql.run(
-        sql.RELEASE_LEASES,
-        {
-            "queue": name,
-            "ids": [r[0] for r in refs],
-            "cts": [r[1] for r in refs],
-            "channel": settings.NOTIFY_CHANNEL,
-        },
-    )
-    if row is None or row[0] is None:
+    queue_id, released = _manager().release_leases(name, refs)
+    if queue_id is None:
         raise _missing(name)
-    return list(row[1])
+    return list(released)
 
 
 @recovers()

@@ -1,0 +1,22 @@
+"""``ArchivedMessage.objects``: ORM access, plus retention of archived rows.
+
+Rows arrive in the archive through the live manager's statements (the archive move).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from ..sql.delivery import PRUNE_ARCHIVE
+from .base import SqlManager
+
+
+class ArchivedMessageManager(SqlManager):
+    """``ArchivedMessage.objects``."""
+
+    def for_queue(self, name: str) -> models.QuerySet:
+        return self.filter(queue__name=name)
+
+    def prune(self) -> int:
+        """Delete archived messages older than their queue's retention; returns how many."""
+        return int(self._one(PRUNE_ARCHIVE, {}).pruned)
