@@ -15,7 +15,7 @@
 A statement is a module-level constant in UPPER_CASE whose value is SQL text, a
 :class:`psycopg.sql.Composable` (DDL templates), or a dict of texts keyed by queue shape
 (``READ[fifo]``); a ``# -- name --`` comment above it says what it does. Each is run by
-exactly one manager method (``tests/unit/test_sql.py`` checks it) through the one runner,
+exactly one manager method (``tests/test_sql.py`` checks it) through the one runner,
 :mod:`pgq_django.db`. Values always travel as parameters.
 
 Nothing here imports Django, so the same texts can run where Django is not set up.

@@ -34,8 +34,7 @@ WITH q AS (
     ORDER BY b.ord
     RETURNING msg_id
 ), counted AS (
-    INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
-    SELECT q.id, 'sent', (SELECT count(*) FROM ins), clock_timestamp() FROM room q
+    {counted("SELECT q.id, 'sent', (SELECT count(*) FROM ins), clock_timestamp() FROM room q")}
 )
 SELECT (SELECT id FROM q) AS found_queue_id,
        ARRAY(SELECT msg_id FROM ins ORDER BY msg_id) AS msg_ids,
