@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-MODULES = ("bench.core", "bench.workers", "bench.exchanges", "bench.rest")
+MODULES = ("bench.core", "bench.workers", "bench.exchanges", "bench.rest", "bench.sqs")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -208,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
             say(f"swagger: {base}/v1/docs")
         if has_route("/metrics"):
             say(f"metrics: {base}/metrics")
+        if has_route("/sqs/"):
+            python = os.path.relpath(sys.executable, ROOT)
+            say(
+                f"sqs:     {base}/sqs/   (boto3 endpoint_url; keys: {python} "
+                f"example_project/manage.py pgq_credentials create {DEMO_USER})"
+            )
         if options.check:
             if status != 200 or "csrfmiddlewaretoken" not in body:
                 say(f"check failed: /admin/login/ answered HTTP {status}")

@@ -65,6 +65,11 @@ def queues_for(user: Any, right: str) -> QuerySet[Queue]:
     return Queue.objects.filter(Q(owner=user) | _granted(grants, user, f"can_{right}"))
 
 
+def visible_queues(user: Any) -> QuerySet[Queue]:
+    """The queues on which ``user`` has any right at all (what a listing shows them)."""
+    return queues_for(user, "read") | queues_for(user, "write") | queues_for(user, "manage")
+
+
 def exchanges_for(user: Any, right: str) -> QuerySet[Exchange]:
     """The exchanges on which ``user`` has ``right`` (publish or manage)."""
     if right not in EXCHANGE_RIGHTS:
@@ -82,19 +87,31 @@ def exchanges_for(user: Any, right: str) -> QuerySet[Exchange]:
     return Exchange.objects.filter(Q(owner=user) | _granted(grants, user, "can_publish"))
 
 
+def may_create_queues(user: Any) -> bool:
+    """Whether ``user`` may create queues (and so own them): active superusers, and active
+    users holding Django's ``pgq_django.add_queue`` permission, directly or through a group."""
+    if _is_anonymous(user):
+        return False
+    return _is_superuser(user) or bool(user.has_perm("pgq_django.add_queue"))
+
+
 def may(user: Any, right: str, target: Queue | Exchange | str) -> bool:
     """Whether ``user`` may exercise ``right`` on ``target``; one query at most.
 
     ``target`` is a Queue, an Exchange, or a name: an exchange name for ``publish``, a
     queue name otherwise. An unknown name answers False (the caller reports "not found").
     """
-    found: QuerySet[Any]
-    if isinstance(target, Exchange) or (isinstance(target, str) and right == "publish"):
-        found = exchanges_for(user, right)
-    else:
-        found = queues_for(user, right)
-    if _is_superuser(user) and not isinstance(target, str):
+    exchange = isinstance(target, Exchange) or (isinstance(target, str) and right == "publish")
+    if right not in (EXCHANGE_RIGHTS if exchange else QUEUE_RIGHTS):
+        (exchanges_for if exchange else queues_for)(user, right)  # raises InvalidArgument
+    # Superusers and the owner have every right: no query needed for them.
+    if (
+        not isinstance(target, str)
+        and not _is_anonymous(user)
+        and (_is_superuser(user) or (target.owner_id is not None and target.owner_id == user.pk))
+    ):
         return True
+    found: QuerySet[Any] = exchanges_for(user, right) if exchange else queues_for(user, right)
     if isinstance(target, str):
         return found.filter(name=target).exists()
     return found.filter(pk=target.pk).exists()

@@ -58,4 +58,21 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                     f"settings.PGQ[{key!r}] must be a positive number.", id="pgq_django.E005"
                 )
             )
+    account = settings.as_dict().get("SQS_ACCOUNT_ID")
+    if not isinstance(account, str) or not account.isdigit() or not 1 <= len(account) <= 32:
+        errors.append(
+            checks.Error(
+                "settings.PGQ['SQS_ACCOUNT_ID'] must be a string of 1-32 digits.",
+                hint="AWS account ids are 12 digits, like the default '000000000000'.",
+                id="pgq_django.E006",
+            )
+        )
+    skew = settings.as_dict().get("SQS_CLOCK_SKEW")
+    if isinstance(skew, bool) or not isinstance(skew, int | float) or skew <= 0:
+        errors.append(
+            checks.Error(
+                "settings.PGQ['SQS_CLOCK_SKEW'] must be a positive number of seconds.",
+                id="pgq_django.E007",
+            )
+        )
     return errors

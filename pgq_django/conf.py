@@ -74,6 +74,11 @@ DEFAULTS: dict[str, Any] = {
     # work (and its database connection) runs on one of them, however many requests wait.
     "ASGI_THREADS": 8,
     "SQS_ENABLED": True,
+    # The account id in the SQS endpoint's queue URLs and ARNs (one account per site: queue
+    # names are unique across the site, as in one AWS account).
+    "SQS_ACCOUNT_ID": "000000000000",
+    # How far a signed request's time may be from the server's (AWS allows 15 minutes).
+    "SQS_CLOCK_SKEW": 900,
 }
 
 

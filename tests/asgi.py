@@ -1,4 +1,4 @@
-"""ASGI entry point of the test settings, served by uvicorn in the REST tests."""
+"""ASGI entry point of the test settings, served by uvicorn in the REST and SQS tests."""
 
 import os
 

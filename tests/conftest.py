@@ -19,7 +19,7 @@ from psycopg.conninfo import make_conninfo
 ROOT = Path(__file__).resolve().parent.parent
 
 # Fixtures of the REST tests: a live uvicorn server, users and HTTP sessions.
-pytest_plugins = ["tests.rest_server"]
+pytest_plugins = ["tests.http_server"]
 
 
 @pytest.fixture(autouse=True)

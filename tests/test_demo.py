@@ -42,6 +42,8 @@ def test_demo_check_migrates_seeds_and_serves_the_admin_login(fresh_database: st
     assert done.returncode == 0, output
     assert "check passed: the admin login page is served" in output
     assert f"http://127.0.0.1:{port}/admin/   login: demo / demo" in output
+    assert f"sqs:     http://127.0.0.1:{port}/sqs/" in output
+    assert "pgq_credentials create demo" in output
     # demo.py itself fetched /admin/login/ over HTTP and required a 200 with a login form
     # before printing "check passed" (runserver's own access-log line may not be flushed
     # before the demo stops it, so it is not a reliable witness).

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def listen_backends() -> int:
     """LISTEN connections of this process (a live REST server's own hub is left out)."""
-    from tests.rest_server import SERVER_APP_NAME
+    from tests.http_server import SERVER_APP_NAME
 
     with connection.cursor() as cursor:
         cursor.execute(

@@ -144,7 +144,7 @@ def test_session_authentication_needs_the_csrf_token_for_changes(setup, client_f
         live_url + "/admin/login/",
         data={
             "username": owner.get_username(),
-            "password": __import__("tests.rest_server", fromlist=["PASSWORD"]).PASSWORD,
+            "password": __import__("tests.http_server", fromlist=["PASSWORD"]).PASSWORD,
             "csrfmiddlewaretoken": csrf,
             "next": "/admin/",
         },

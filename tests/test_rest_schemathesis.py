@@ -14,7 +14,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 import pgq_django as pgq
-from tests.rest_server import PASSWORD
+from tests.http_server import PASSWORD
 
 
 @pytest.fixture

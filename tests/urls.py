@@ -14,4 +14,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("_test/waiters", waiters),
     path("", include("pgq_django.rest.urls")),
+    path("sqs/", include("pgq_django.sqs.urls")),
 ]

@@ -34,7 +34,7 @@ def _queue_fields(options: dict[str, Any]) -> dict[str, Any]:
             out[key] = v.integer(value, key, minimum=1, maximum=256 * 1024 * 1024)
         elif key == "max_length":
             out[key] = v.integer(value, key, minimum=1, maximum=2**62, allow_none=True)
-        elif key in ("archive_on_ack", "backoff_jitter", "fifo"):
+        elif key in ("archive_on_ack", "backoff_jitter", "fifo", "content_based_deduplication"):
             if not isinstance(value, bool):
                 raise InvalidArgument(f"{key} must be True or False, not {value!r}.", field=key)
             out[key] = value
@@ -58,6 +58,10 @@ def _queue_fields(options: dict[str, Any]) -> dict[str, Any]:
             out[key] = None
         elif key == "callback":
             out[key] = _callback(value)
+        elif key == "receive_wait_time":
+            out[key] = v.seconds(value, key)
+        elif key == "tags":
+            out[key] = v.tags(value)
         elif key == "owner":
             out[key] = v.user(value)
         else:

@@ -49,13 +49,17 @@ R = TypeVar("R")
 _active = threading.local()
 
 
-def _socket_readable(fd: int) -> bool:
-    """Whether data (or end-of-file) waits on the socket, without blocking."""
+# How long to wait for the end-of-file that follows a message an idle session did not ask for.
+_EOF_GRACE_SECONDS = 0.2
+
+
+def _socket_readable(fd: int, timeout: float = 0.0) -> bool:
+    """Whether data (or end-of-file) waits on the socket, waiting at most ``timeout``."""
     if hasattr(select, "poll"):
         poller = select.poll()
         poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
-        return bool(poller.poll(0))
-    readable, _w, _x = select.select([fd], [], [], 0)  # Windows: no poll()
+        return bool(poller.poll(int(timeout * 1000)))
+    readable, _w, _x = select.select([fd], [], [], timeout)  # Windows: no poll()
     return bool(readable)
 
 
@@ -73,9 +77,13 @@ def _is_dead(raw: Any) -> bool:
         if pgconn.transaction_status != 0:
             return False  # a transaction of the caller's is open: not idle
         # libpq reads what is buffered per call: a terminated session's error message
-        # first, its end-of-file on a later call. A few rounds see both.
-        for _ in range(4):
-            if not _socket_readable(pgconn.socket):
+        # first, its end-of-file on a later call. A few rounds see both. The server sends
+        # the FATAL message a moment before its process exits and closes the socket, so once
+        # something unasked-for has arrived, give the end-of-file a short while to follow
+        # (an idle Django connection does not LISTEN, so this is a dying session, not a
+        # notification; the common case still costs one non-blocking poll).
+        for attempt in range(4):
+            if not _socket_readable(pgconn.socket, _EOF_GRACE_SECONDS if attempt else 0.0):
                 return False
             pgconn.consume_input()
             if raw.closed:

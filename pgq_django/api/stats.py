@@ -18,7 +18,8 @@ class QueueMetrics:
     """One queue's numbers at ``scrape_time``; ages are seconds, None for an empty queue.
 
     ``total_messages`` counts every message ever sent to the queue, ``in_flight`` the ones
-    leased right now, ``dead_letters`` the ones that ran out of retries.
+    leased right now, ``dead_letters`` the ones that ran out of retries, ``delayed`` the ones
+    never delivered yet that wait for their delay to pass.
     """
 
     queue_name: str
@@ -29,6 +30,7 @@ class QueueMetrics:
     in_flight: int
     dead_letters: int
     scrape_time: datetime
+    delayed: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,6 +48,7 @@ def _rows(queue: str | None) -> list[QueueMetrics]:
             in_flight=int(r[5]),
             dead_letters=int(r[6]),
             scrape_time=r[7],
+            delayed=int(r[8]),
         )
         for r in rows
     ]

@@ -147,6 +147,28 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
+MAX_TAGS = 50
+
+
+def tags(value: Any) -> dict[str, str]:
+    """Queue tags: at most 50 string keys (1-128 characters) with string values (<= 256)."""
+    if not isinstance(value, dict) or len(value) > MAX_TAGS:
+        raise InvalidArgument(
+            f"tags must be a dict of at most {MAX_TAGS} string keys and values.", field="tags"
+        )
+    for key, val in value.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= 128 or "\x00" in key:
+            raise InvalidArgument(
+                f"A tag key must be a string of 1-128 characters, not {key!r}.", field="tags"
+            )
+        if not isinstance(val, str) or len(val) > 256 or "\x00" in val:
+            raise InvalidArgument(
+                f"The value of tag {key!r} must be a string of at most 256 characters.",
+                field="tags",
+            )
+    return dict(value)
+
+
 def _dumps(value: Any, what: str) -> str:
     """JSON text for a jsonb parameter, refusing what PostgreSQL or the encoder cannot take."""
     try:

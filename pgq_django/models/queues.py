@@ -41,6 +41,22 @@ class Queue(models.Model):
     max_message_size = models.PositiveIntegerField(default=1024 * 1024)
     max_length = models.PositiveBigIntegerField(null=True, blank=True)
     archive_on_ack = models.BooleanField(default=False)
+    # SQS queue settings with no pgq meaning of their own (the SQS endpoint reads them).
+    content_based_deduplication = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="FIFO queues: deduplicate SQS sends without a MessageDeduplicationId by the "
+        "SHA-256 of their body.",
+    )
+    receive_wait_time = models.FloatField(
+        default=0,
+        db_default=0,
+        validators=[MinValueValidator(0)],
+        help_text="Seconds an SQS ReceiveMessage waits when it does not say (long polling).",
+    )
+    tags = models.JSONField(
+        default=dict, db_default={}, blank=True, help_text="Key/value labels (SQS tags)."
+    )
     paused = models.BooleanField(default=False)
     rate_limit = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0)])
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True)

@@ -28,15 +28,17 @@ WITH old AS (
 SELECT (SELECT count(*) FROM old) AS removed, (SELECT count(*) FROM folded) AS written
 """
 
-# -- metrics -- PGMQ's queue metrics plus in-flight and dead-letter counts, per queue, at a
-# cost that does not grow with the backlog: every part reads a bounded stretch of the ready
-# index (queue_id, priority, msg_id) or the planner's statistics, never the whole queue.
+# -- metrics -- PGMQ's queue metrics plus in-flight, dead-letter and delayed counts, per
+# queue, at a cost that does not grow with the backlog: every part reads a bounded stretch of
+# the ready index (queue_id, priority, msg_id) or the planner's statistics, never the whole
+# queue.
 # - queue_length: counted exactly up to %(exact)s messages (an index-only count); a longer
 #   queue reports the planner's estimate (partition row counts times the share of rows
 #   ANALYZE saw for the queue), never less than the exact bound.
 # - in_flight: leased messages among the first %(exact)s in delivery order. Leases are taken
 #   from the head of a queue, so this is exact unless more than that many messages are
-#   leased, delayed or waiting to retry ahead of the rest.
+#   leased, delayed or waiting to retry ahead of the rest. delayed (never read, not yet
+#   visible) is counted over the same stretch.
 # - oldest/newest: the lowest and highest msg_id of each of the queue's first 64 priority
 #   levels (a skip scan of the index), and their enqueue times.
 METRICS = """
@@ -50,7 +52,8 @@ SELECT q.name AS queue_name,
        f.in_flight,
        coalesce((SELECT sum(n) FROM pgq_queue_counter c
                  WHERE c.queue_id = q.id AND c.kind = 'dead'), 0) AS dead_letters,
-       clock_timestamp() AS scrape_time
+       clock_timestamp() AS scrape_time,
+       f.delayed
 FROM pgq_queue q
 CROSS JOIN LATERAL (
     SELECT count(*) AS n
@@ -71,7 +74,8 @@ LEFT JOIN LATERAL (
     WHERE i.inhparent = 'pgq_message'::regclass AND p.reltuples > 0 AND c.n >= %(exact)s
 ) est ON true
 CROSS JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE h.read_ct > 0 AND h.vt > clock_timestamp()) AS in_flight
+    SELECT count(*) FILTER (WHERE h.read_ct > 0 AND h.vt > clock_timestamp()) AS in_flight,
+           count(*) FILTER (WHERE h.read_ct = 0 AND h.vt > clock_timestamp()) AS delayed
     FROM (SELECT m.read_ct, m.vt FROM pgq_message m WHERE m.queue_id = q.id
           ORDER BY m.priority, m.msg_id LIMIT %(exact)s) h
 ) f

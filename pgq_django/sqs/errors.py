@@ -1,0 +1,133 @@
+"""SQS error codes, and the one place a PgqError becomes an SQS error.
+
+SQS moved from its XML "query" protocol to AWS JSON 1.0 keeping its old error codes: an error
+response carries the modelled error's shape name in the body (``"__type":
+"com.amazonaws.sqs#QueueDoesNotExist"``) and the old code in the ``x-amzn-query-error``
+header (``AWS.SimpleQueueService.NonExistentQueue;Sender``). botocore reads both: the header's
+code becomes ``ClientError.response["Error"]["Code"]`` and the shape name picks the exception
+class (``client.exceptions.QueueDoesNotExist``), so we send both, as SQS does.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..exceptions import PgqError
+
+
+class ErrorKind(NamedTuple):
+    """How SQS reports one error code: the modelled shape (None if unmodelled) and status."""
+
+    shape: str | None
+    status: int
+
+
+# Query-protocol code -> (shape in the SQS model, HTTP status). The modelled ones are the
+# error shapes of botocore's data/sqs/2012-11-05/service-2.json; the others are SQS's
+# common errors, which SDKs surface as a plain ClientError with that code.
+ERRORS: dict[str, ErrorKind] = {
+    "AWS.SimpleQueueService.NonExistentQueue": ErrorKind("QueueDoesNotExist", 400),
+    "QueueAlreadyExists": ErrorKind("QueueNameExists", 400),
+    "AWS.SimpleQueueService.QueueDeletedRecently": ErrorKind("QueueDeletedRecently", 400),
+    "ReceiptHandleIsInvalid": ErrorKind("ReceiptHandleIsInvalid", 400),
+    "AWS.SimpleQueueService.MessageNotInflight": ErrorKind("MessageNotInflight", 400),
+    "InvalidAttributeName": ErrorKind("InvalidAttributeName", 400),
+    "InvalidAttributeValue": ErrorKind("InvalidAttributeValue", 400),
+    "InvalidMessageContents": ErrorKind("InvalidMessageContents", 400),
+    "AWS.SimpleQueueService.TooManyEntriesInBatchRequest": ErrorKind(
+        "TooManyEntriesInBatchRequest", 400
+    ),
+    "AWS.SimpleQueueService.BatchEntryIdsNotDistinct": ErrorKind("BatchEntryIdsNotDistinct", 400),
+    "AWS.SimpleQueueService.EmptyBatchRequest": ErrorKind("EmptyBatchRequest", 400),
+    "AWS.SimpleQueueService.InvalidBatchEntryId": ErrorKind("InvalidBatchEntryId", 400),
+    "AWS.SimpleQueueService.BatchRequestTooLong": ErrorKind("BatchRequestTooLong", 400),
+    "AWS.SimpleQueueService.UnsupportedOperation": ErrorKind("UnsupportedOperation", 400),
+    "AWS.SimpleQueueService.PurgeQueueInProgress": ErrorKind("PurgeQueueInProgress", 403),
+    "OverLimit": ErrorKind("OverLimit", 403),
+    "InvalidAddress": ErrorKind("InvalidAddress", 404),
+    "ResourceNotFoundException": ErrorKind("ResourceNotFoundException", 404),
+    # Common errors, not modelled.
+    "InvalidParameterValue": ErrorKind(None, 400),
+    "MissingParameter": ErrorKind(None, 400),
+    "InvalidAction": ErrorKind(None, 400),
+    "SerializationException": ErrorKind(None, 400),
+    "AccessDenied": ErrorKind(None, 403),
+    "MissingAuthenticationToken": ErrorKind(None, 403),
+    "IncompleteSignature": ErrorKind(None, 400),
+    "InvalidClientTokenId": ErrorKind(None, 403),
+    "SignatureDoesNotMatch": ErrorKind(None, 403),
+    "InternalError": ErrorKind(None, 500),
+}
+
+# Shorter names for the codes the endpoint raises itself.
+NON_EXISTENT_QUEUE = "AWS.SimpleQueueService.NonExistentQueue"
+TOO_MANY_ENTRIES = "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
+IDS_NOT_DISTINCT = "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"
+EMPTY_BATCH = "AWS.SimpleQueueService.EmptyBatchRequest"
+INVALID_BATCH_ENTRY_ID = "AWS.SimpleQueueService.InvalidBatchEntryId"
+BATCH_TOO_LONG = "AWS.SimpleQueueService.BatchRequestTooLong"
+UNSUPPORTED = "AWS.SimpleQueueService.UnsupportedOperation"
+
+
+class SqsError(Exception):
+    """An error answered in SQS's shape. ``code`` is the query-protocol code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        if code not in ERRORS:
+            raise ValueError(f"unknown SQS error code {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @property
+    def kind(self) -> ErrorKind:
+        return ERRORS[self.code]
+
+    @property
+    def status(self) -> int:
+        return self.kind.status
+
+    @property
+    def sender_fault(self) -> bool:
+        return self.status < 500
+
+    @property
+    def type_name(self) -> str:
+        """The body's ``__type``: the modelled shape, or the common error's own name."""
+        shape = self.kind.shape
+        if shape is not None:
+            return f"com.amazonaws.sqs#{shape}"
+        return f"com.amazon.coral.service#{self.code}"
+
+    def as_body(self) -> dict[str, str]:
+        return {"__type": self.type_name, "message": self.message}
+
+    def query_error_header(self) -> str:
+        return f"{self.code};{'Sender' if self.sender_fault else 'Receiver'}"
+
+    def as_batch_entry(self, entry_id: str) -> dict[str, object]:
+        """A ``Failed`` entry of a batch answer."""
+        return {
+            "Id": entry_id,
+            "SenderFault": self.sender_fault,
+            "Code": self.code,
+            "Message": self.message,
+        }
+
+
+def from_pgq_error(exc: PgqError) -> SqsError:
+    """The SQS form of any PgqError: each class names its SQS code (``sqs_code``).
+
+    A code this endpoint does not know falls back to InvalidParameterValue, which is what
+    SQS answers for any argument it rejects.
+    """
+    code = exc.sqs_code if exc.sqs_code in ERRORS else "InvalidParameterValue"
+    return SqsError(code, exc.message)
+
+
+def invalid(message: str) -> SqsError:
+    return SqsError("InvalidParameterValue", message)
+
+
+def missing(parameter: str) -> SqsError:
+    return SqsError("MissingParameter", f"The request must contain the parameter {parameter}.")

@@ -1,0 +1,178 @@
+"""Message attributes and message bodies: SQS's wire shape to stored messages and back.
+
+Stored form (the message's ``attributes`` JSON object, shared with the Python API and the
+REST API): an attribute of type ``String`` is stored as its plain string, so filters and
+other consumers see ``{"colour": "red"}``; any other type keeps its type beside its value,
+``{"DataType": "Number", "StringValue": "3"}`` or ``{"DataType": "Binary.gif",
+"BinaryValue": "<base64>"}``. Read back through SQS, a plain JSON value that is not a string
+(a message sent with the Python API) becomes a ``Number`` for numbers and a ``String``
+holding its JSON text otherwise.
+
+A body is stored as a JSON string. A message sent with the Python API whose body is not a
+string is received through SQS as its compact JSON text.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from .errors import SqsError, invalid
+
+MAX_ATTRIBUTES = 10
+_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,256}")
+_TYPE_RE = re.compile(r"(String|Number|Binary)(\.[^\s]{1,248})?")
+# Characters SQS allows in bodies and attribute values (XML 1.0's character range).
+_FORBIDDEN_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+SYSTEM_ATTRIBUTES_FOR_SENDS = ("AWSTraceHeader",)
+
+
+def check_text(text: str, what: str) -> str:
+    bad = _FORBIDDEN_CHARS.search(text)
+    if bad is not None:
+        raise SqsError(
+            "InvalidMessageContents",
+            f"Invalid characters found in {what}: U+{ord(bad.group()):04X} is not allowed "
+            "(allowed: #x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 to #x10FFFF).",
+        )
+    return text
+
+
+def _attribute(name: str, value: Any, *, system: bool) -> dict[str, str]:
+    """One attribute in wire shape, checked as SQS checks it."""
+    if not isinstance(value, dict):
+        raise invalid(f"The message attribute '{name}' must be an object.")
+    data_type = value.get("DataType")
+    if not isinstance(data_type, str) or not data_type:
+        raise invalid(f"The message attribute '{name}' must contain a DataType.")
+    found = _TYPE_RE.fullmatch(data_type)
+    if found is None:
+        raise invalid(
+            f"The type of message attribute '{name}' is invalid: {data_type!r}. Use String, "
+            "Number or Binary, optionally followed by '.' and a custom label."
+        )
+    if value.get("StringListValues") or value.get("BinaryListValues"):
+        raise invalid("Message attribute list values are not supported.")
+    base = found.group(1)
+    if base == "Binary":
+        raw = value.get("BinaryValue")
+        try:
+            decoded = base64.b64decode(raw, validate=True) if isinstance(raw, str) else b""
+        except (binascii.Error, ValueError):
+            decoded = b""
+        if not decoded:
+            raise invalid(
+                f"The message attribute '{name}' with type 'Binary' must contain a non-empty "
+                "base64-encoded BinaryValue."
+            )
+        return {"DataType": data_type, "BinaryValue": base64.b64encode(decoded).decode()}
+    text = value.get("StringValue")
+    if not isinstance(text, str) or not text:
+        raise invalid(
+            f"The message attribute '{name}' must contain a non-empty message attribute value "
+            f"for message attribute type '{base}'."
+        )
+    check_text(text, f"message attribute '{name}'")
+    if base == "Number":
+        try:
+            number = Decimal(text)
+        except InvalidOperation:
+            number = None
+        if number is None or not number.is_finite() or abs(number.adjusted()) > 126:
+            raise invalid(f"Can't cast the value of message attribute '{name}' to a number.")
+    if system and name == "AWSTraceHeader" and base != "String":
+        raise invalid("The AWSTraceHeader system attribute must be of type String.")
+    return {"DataType": data_type, "StringValue": text}
+
+
+def parse_attributes(value: Any, *, system: bool = False) -> dict[str, dict[str, str]]:
+    """MessageAttributes (or MessageSystemAttributes) of a send, in wire shape."""
+    if value is None:
+        return {}
+    what = "MessageSystemAttributes" if system else "MessageAttributes"
+    if not isinstance(value, dict):
+        raise invalid(f"{what} must be a map of attribute names to values.")
+    if len(value) > MAX_ATTRIBUTES:
+        raise invalid(
+            f"Number of message attributes [{len(value)}] exceeds the allowed maximum "
+            f"[{MAX_ATTRIBUTES}]."
+        )
+    out = {}
+    for name, attribute in value.items():
+        if system:
+            if name not in SYSTEM_ATTRIBUTES_FOR_SENDS:
+                raise invalid(f"Message system attribute name '{name}' is invalid.")
+        elif (
+            not isinstance(name, str)
+            or not _NAME_RE.fullmatch(name)
+            or name.lower().startswith(("aws.", "amazon."))
+            or name.startswith(".")
+            or name.endswith(".")
+            or ".." in name
+        ):
+            raise invalid(
+                f"Message attribute name '{name}' is invalid: use 1-256 letters, digits, '_', "
+                "'-' and '.', not starting with AWS. or Amazon., without '..' and not starting "
+                "or ending with '.'."
+            )
+        out[name] = _attribute(name, attribute, system=system)
+    return out
+
+
+def attributes_size(attributes: dict[str, dict[str, str]]) -> int:
+    """Bytes the attributes count toward the message size (name, type and value)."""
+    total = 0
+    for name, value in attributes.items():
+        total += len(name.encode()) + len(value["DataType"].encode())
+        if "BinaryValue" in value:
+            total += len(base64.b64decode(value["BinaryValue"]))
+        else:
+            total += len(value["StringValue"].encode())
+    return total
+
+
+def to_stored(attributes: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """Wire shape -> the message's stored attributes (plain strings for type String)."""
+    return {
+        name: value["StringValue"] if value["DataType"] == "String" else dict(value)
+        for name, value in attributes.items()
+    }
+
+
+def _wire_value(value: Any) -> dict[str, str]:
+    if isinstance(value, str):
+        return {"DataType": "String", "StringValue": value}
+    if isinstance(value, dict) and isinstance(value.get("DataType"), str):
+        if isinstance(value.get("BinaryValue"), str):
+            return {"DataType": value["DataType"], "BinaryValue": value["BinaryValue"]}
+        if isinstance(value.get("StringValue"), str):
+            return {"DataType": value["DataType"], "StringValue": value["StringValue"]}
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return {"DataType": "Number", "StringValue": json.dumps(value)}
+    return {"DataType": "String", "StringValue": json.dumps(value, separators=(",", ":"))}
+
+
+def from_stored(stored: Any, wanted: list[str]) -> dict[str, dict[str, str]]:
+    """The stored attributes a ReceiveMessage asked for (MessageAttributeNames: ``All``,
+    ``.*``, exact names, or ``prefix.*``), in wire shape."""
+    if not wanted or not isinstance(stored, dict):
+        return {}
+    every = "All" in wanted or ".*" in wanted
+    prefixes = tuple(w[:-1] for w in wanted if w.endswith(".*") and w != ".*")
+    exact = set(wanted)
+    return {
+        name: _wire_value(value)
+        for name, value in stored.items()
+        if every or name in exact or (prefixes and name.startswith(prefixes))
+    }
+
+
+def body_text(message: Any) -> str:
+    """The SQS body of a stored message: its string, or the JSON text of anything else."""
+    if isinstance(message, str):
+        return message
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,151 @@
+"""Reading an SQS request: typed parameters, queue URLs and ARNs, pagination tokens.
+
+Every check raises the SqsError SQS itself answers (MissingParameter, InvalidParameterValue,
+InvalidAddress, QueueDoesNotExist), before anything is changed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..conf import settings
+from .auth import Caller
+from .errors import NON_EXISTENT_QUEUE, SqsError, invalid, missing
+
+_QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
+_ARN_RE = re.compile(r"arn:aws[a-z-]*:sqs:[a-z0-9-]*:(?P<account>\d{1,32}):(?P<name>[^:/]+)")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One authenticated request: the action, its JSON parameters, who sent it, and the
+    endpoint's absolute URL (ending in ``/``) that queue URLs are built from."""
+
+    action: str
+    params: dict[str, Any]
+    caller: Caller
+    base_url: str
+
+    @property
+    def user(self) -> Any:
+        return self.caller.user
+
+    @property
+    def account(self) -> str:
+        return str(settings.SQS_ACCOUNT_ID)
+
+    def queue_url(self, name: str) -> str:
+        return f"{self.base_url}{self.account}/{name}"
+
+    def queue_arn(self, name: str) -> str:
+        return f"arn:aws:sqs:{self.caller.region}:{self.account}:{name}"
+
+    # -- parameters ----------------------------------------------------------------------
+
+    def string(self, name: str, *, required: bool = False, max_length: int = 1024) -> Any:
+        value = self.params.get(name)
+        if value is None:
+            if required:
+                raise missing(name)
+            return None
+        if not isinstance(value, str) or len(value) > max_length:
+            raise invalid(
+                f"Value for parameter {name} is invalid. Reason: it must be a string of at "
+                f"most {max_length} characters."
+            )
+        return value
+
+    def integer(self, name: str, low: int, high: int, *, required: bool = False) -> Any:
+        value = self.params.get(name)
+        if value is None:
+            if required:
+                raise missing(name)
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise invalid(
+                f"Value {value!r} for parameter {name} is invalid. Reason: must be an integer "
+                f"between {low} and {high}."
+            )
+        return value
+
+    def strings(self, name: str, *, max_items: int = 1000) -> list[str]:
+        value = self.params.get(name)
+        if value is None:
+            return []
+        if (
+            not isinstance(value, list)
+            or len(value) > max_items
+            or not all(isinstance(v, str) and len(v) <= 1024 for v in value)
+        ):
+            raise invalid(f"Value for parameter {name} is invalid. Reason: a list of strings.")
+        return value
+
+    def string_map(self, name: str, *, required: bool = False) -> dict[str, str]:
+        value = self.params.get(name)
+        if value is None:
+            if required:
+                raise missing(name)
+            return {}
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise invalid(
+                f"Value for parameter {name} is invalid. Reason: a map of strings to strings."
+            )
+        return value
+
+    def entries(self, name: str = "Entries") -> list[dict[str, Any]]:
+        value = self.params.get(name)
+        if value is None:
+            raise missing(name)
+        if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+            raise invalid(f"Value for parameter {name} is invalid. Reason: a list of entries.")
+        return value
+
+    def queue_name(self, parameter: str = "QueueUrl") -> str:
+        """The queue a queue URL names (the account must be this site's)."""
+        return queue_name_from_url(self.string(parameter, required=True), self.account)
+
+
+def queue_name_from_url(url: str, account: str) -> str:
+    parts = urlsplit(url)
+    segments = [s for s in parts.path.split("/") if s]
+    if parts.scheme not in ("http", "https") or len(segments) < 2:
+        raise SqsError("InvalidAddress", f"The address {url} is not valid for this endpoint.")
+    owner, name = segments[-2], segments[-1]
+    if owner != account or not _QUEUE_NAME_RE.fullmatch(name):
+        raise SqsError(NON_EXISTENT_QUEUE, "The specified queue does not exist.")
+    return name
+
+
+def queue_name_from_arn(arn: Any, parameter: str, account: str) -> str:
+    """The queue an SQS ARN names; the region is not checked (queues are site-wide)."""
+    found = _ARN_RE.fullmatch(arn) if isinstance(arn, str) else None
+    if found is None or not _QUEUE_NAME_RE.fullmatch(found["name"]):
+        raise invalid(
+            f"Value {arn!r} for parameter {parameter} is invalid. Reason: not an SQS ARN."
+        )
+    if found["account"] != account:
+        raise SqsError("ResourceNotFoundException", f"The resource {arn} does not exist.")
+    return found["name"]
+
+
+def encode_token(after: str) -> str:
+    return base64.urlsafe_b64encode(after.encode()).decode()
+
+
+def decode_token(token: str | None) -> str | None:
+    if token is None:
+        return None
+    try:
+        name = base64.urlsafe_b64decode(token.encode()).decode()
+    except (binascii.Error, UnicodeError, ValueError):
+        raise invalid("Invalid NextToken value.") from None
+    if not _QUEUE_NAME_RE.fullmatch(name):
+        raise invalid("Invalid NextToken value.")
+    return name

@@ -1,0 +1,211 @@
+"""SQS queue actions: create, find, list, change, tag, purge, delete and redrive queues.
+
+Each action takes a :class:`~.params.Call` and answers the JSON object SQS answers. Rights
+(:mod:`pgq_django.access`): looking a queue up, reading its attributes and tags needs any
+right on it; changing, tagging, purging, deleting and redriving needs ``manage``; creating
+a queue needs Django's ``pgq_django.add_queue`` permission (the creator owns the queue).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from typing import Any
+
+import pgq_django as pgq
+
+from .. import access
+from . import attributes
+from .errors import NON_EXISTENT_QUEUE, SqsError, invalid
+from .params import Call, decode_token, encode_token, queue_name_from_arn
+
+_QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
+MAX_LIST = 1000
+
+
+def require_any_right(user: Any, queue: Any) -> None:
+    if access.may(user, "read", queue):  # no query for the owner or a superuser
+        return
+    if not access.visible_queues(user).filter(pk=queue.pk).exists():
+        access.require(user, "read", queue)  # raises PermissionDenied with a clear message
+
+
+def get_queue(call: Call, right: str | None, name: str | None = None) -> Any:
+    """The queue of the request's QueueUrl (or ``name``), once the caller's right is checked
+    (``None``: any right).
+
+    The queue's owner and superusers need no further query (:func:`pgq_django.access.may`);
+    anyone else's grants cost one more.
+    """
+    queue = pgq.get_queue(name if name is not None else call.queue_name())
+    if right is None:
+        require_any_right(call.user, queue)
+    else:
+        access.require(call.user, right, queue)
+    return queue
+
+
+def create_queue(call: Call) -> dict[str, Any]:
+    name = call.string("QueueName", required=True, max_length=100)
+    if not _QUEUE_NAME_RE.fullmatch(name):
+        raise invalid(
+            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in "
+            "length, and a FIFO queue's name ends in .fifo."
+        )
+    wanted = call.string_map("Attributes")
+    tags = call.string_map("tags")
+    fifo = name.endswith(".fifo")
+    if fifo != (wanted.get("FifoQueue", "false").lower() == "true"):
+        raise invalid(
+            "The name of a FIFO queue must end with the .fifo suffix and the queue must be "
+            "created with the attribute FifoQueue=true; a standard queue's name must not."
+        )
+    try:
+        existing = pgq.get_queue(name)
+    except pgq.QueueNotFound:
+        existing = None
+    if existing is not None:
+        require_any_right(call.user, existing)
+        if attributes.matches(call, existing, wanted):
+            return {"QueueUrl": call.queue_url(name)}
+        raise SqsError(
+            "QueueAlreadyExists",
+            f"A queue named {name} already exists with different attributes.",
+        )
+    if not access.may_create_queues(call.user):
+        raise pgq.PermissionDenied(
+            "Creating queues needs the pgq_django.add_queue permission.", right="add_queue"
+        )
+    changes = attributes.queue_changes(call, wanted, fifo=fifo, creating=True)
+    pgq.create_queue(
+        name,
+        fifo=fifo,
+        owner=call.user,
+        tags=tags,
+        **{**attributes.CREATE_DEFAULTS, **changes},
+    )
+    return {"QueueUrl": call.queue_url(name)}
+
+
+def get_queue_url(call: Call) -> dict[str, Any]:
+    name = call.string("QueueName", required=True, max_length=100)
+    owner = call.string("QueueOwnerAWSAccountId")
+    if not _QUEUE_NAME_RE.fullmatch(name) or owner not in (None, call.account):
+        raise SqsError(NON_EXISTENT_QUEUE, "The specified queue does not exist.")
+    get_queue(call, None, name)
+    return {"QueueUrl": call.queue_url(name)}
+
+
+def _page(call: Call, names: Any, key: str) -> dict[str, Any]:
+    """One page of queue URLs from a name-ordered queryset of names (MaxResults/NextToken)."""
+    limit = call.integer("MaxResults", 1, MAX_LIST)
+    after = decode_token(call.string("NextToken"))
+    if after is not None:
+        if limit is None:
+            raise invalid("NextToken is only valid together with MaxResults.")
+        names = names.filter(name__gt=after)
+    found = list(names[: (limit or MAX_LIST) + 1])
+    page = found[: limit or MAX_LIST]
+    out: dict[str, Any] = {key: [call.queue_url(n) for n in page]}
+    if limit is not None and len(found) > limit:
+        out["NextToken"] = encode_token(page[-1])
+    return out
+
+
+def list_queues(call: Call) -> dict[str, Any]:
+    prefix = call.string("QueueNamePrefix", max_length=100) or ""
+    names = (
+        access.visible_queues(call.user)
+        .filter(name__startswith=prefix)
+        .order_by("name")
+        .values_list("name", flat=True)
+    )
+    return _page(call, names, "QueueUrls")
+
+
+def delete_queue(call: Call) -> dict[str, Any]:
+    queue = get_queue(call, "manage")
+    pgq.drop_queue(queue.name)
+    return {}
+
+
+def purge_queue(call: Call) -> dict[str, Any]:
+    queue = get_queue(call, "manage")
+    pgq.purge_queue(queue.name)
+    return {}
+
+
+def get_queue_attributes(call: Call) -> dict[str, Any]:
+    queue = get_queue(call, None)
+    found = attributes.describe(call, queue, call.strings("AttributeNames"))
+    return {"Attributes": found} if found else {}
+
+
+def set_queue_attributes(call: Call) -> dict[str, Any]:
+    queue = get_queue(call, "manage")
+    wanted = call.string_map("Attributes", required=True)
+    changes = attributes.queue_changes(call, wanted, fifo=queue.fifo, creating=False)
+    if changes:
+        pgq.alter_queue(queue.name, **changes)
+    return {}
+
+
+def tag_queue(call: Call) -> dict[str, Any]:
+    queue = get_queue(call, "manage")
+    tags = call.string_map("Tags", required=True)
+    pgq.alter_queue(queue.name, tags={**queue.tags, **tags})
+    return {}
+
+
+def untag_queue(call: Call) -> dict[str, Any]:
+    queue = get_queue(call, "manage")
+    if "TagKeys" not in call.params:
+        raise SqsError("MissingParameter", "The request must contain the parameter TagKeys.")
+    gone = set(call.strings("TagKeys"))
+    pgq.alter_queue(queue.name, tags={k: v for k, v in queue.tags.items() if k not in gone})
+    return {}
+
+
+def list_queue_tags(call: Call) -> dict[str, Any]:
+    queue = get_queue(call, None)
+    return {"Tags": dict(queue.tags)} if queue.tags else {}
+
+
+def list_dead_letter_source_queues(call: Call) -> dict[str, Any]:
+    queue = get_queue(call, None)
+    names = (
+        access.visible_queues(call.user)
+        .filter(dead_letter_queue=queue)
+        .order_by("name")
+        .values_list("name", flat=True)
+    )
+    return _page(call, names, "queueUrls")
+
+
+def start_message_move_task(call: Call) -> dict[str, Any]:
+    """Redrive: move a dead-letter queue's messages back to the queues they failed on (or to
+    DestinationArn). It runs to completion before the answer (SQS runs it in the background),
+    so the task handle only records what was done."""
+    source_arn = call.string("SourceArn", required=True, max_length=300)
+    destination_arn = call.string("DestinationArn", max_length=300)
+    call.integer("MaxNumberOfMessagesPerSecond", 1, 500)
+    try:
+        source_name = queue_name_from_arn(source_arn, "SourceArn", call.account)
+        source = get_queue(call, "manage", source_name)
+        destination = None
+        if destination_arn is not None:
+            name = queue_name_from_arn(destination_arn, "DestinationArn", call.account)
+            destination = get_queue(call, "write", name)
+    except pgq.QueueNotFound as exc:
+        raise SqsError("ResourceNotFoundException", exc.message) from None
+    if destination is None:
+        origins = list(source.source_queues.all())
+        if not origins:
+            raise invalid("Source queue must be configured as a Dead Letter Queue.")
+        for origin in origins:
+            access.require(call.user, "write", origin)
+    moved = pgq.redrive(source.name, to=destination.name if destination else None)
+    handle = {"taskId": str(uuid.uuid4()), "sourceArn": source_arn, "moved": moved}
+    return {"TaskHandle": base64.urlsafe_b64encode(json.dumps(handle).encode()).decode()}

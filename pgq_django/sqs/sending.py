@@ -1,0 +1,212 @@
+"""SendMessage and SendMessageBatch (the ``write`` right on the queue).
+
+A message is checked completely before anything is sent: body characters and size (body
+plus attributes, against the queue's MaximumMessageSize), attributes, delay, and the FIFO
+rules (MessageGroupId required; MessageDeduplicationId required unless the queue
+deduplicates by content, which then uses the SHA-256 of the body). A duplicate within five
+minutes is accepted and answers the first message's id, as SQS does.
+
+A batch sends each run of consecutive entries with the same options (attributes, delay,
+group, no deduplication id) with one ``pgq.send_batch`` call: one round trip for the common
+batch of plain messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pgq_django as pgq
+
+from . import message_attributes as ma
+from .batches import batch_entries
+from .digests import md5_of_attributes, md5_of_body
+from .errors import BATCH_TOO_LONG, SqsError, from_pgq_error, invalid, missing
+from .params import Call
+from .queues import get_queue
+
+MAX_DELAY = 900
+MAX_BATCH_BYTES = 1024 * 1024
+_FIFO_ID_RE = re.compile(r"[\x21-\x7e]{1,128}")
+
+# Message headers where the SQS endpoint keeps what it alone knows about a message.
+SENDER_HEADER = "sqs_sender_id"
+TRACE_HEADER = "sqs_trace_header"
+
+
+@dataclass
+class Outgoing:
+    """One checked message, ready to send."""
+
+    entry_id: str | None
+    body: str
+    attributes: dict[str, dict[str, str]]
+    system: dict[str, dict[str, str]]
+    delay: int | None
+    group: str | None
+    dedup_id: str | None
+    size: int
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def answer(self, msg_id: int, *, fifo: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"MessageId": str(msg_id), "MD5OfMessageBody": md5_of_body(self.body)}
+        if self.entry_id is not None:
+            out["Id"] = self.entry_id
+        digest = md5_of_attributes(self.attributes)
+        if digest is not None:
+            out["MD5OfMessageAttributes"] = digest
+        system = md5_of_attributes(self.system)
+        if system is not None:
+            out["MD5OfMessageSystemAttributes"] = system
+        if fifo:
+            out["SequenceNumber"] = sequence_number(msg_id)
+        return out
+
+
+def sequence_number(msg_id: int) -> str:
+    """FIFO SequenceNumber: the msg_id, which grows with every send, zero-padded as SQS's."""
+    return str(msg_id).zfill(20)
+
+
+def _fifo_id(source: dict[str, Any], name: str) -> str | None:
+    value = source.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _FIFO_ID_RE.fullmatch(value):
+        raise invalid(
+            f"Value {value!r} for parameter {name} is invalid. Reason: 1-128 alphanumeric or "
+            "punctuation characters."
+        )
+    return value
+
+
+def prepare(
+    queue: Any, source: dict[str, Any], caller_key: str, entry_id: str | None = None
+) -> Outgoing:
+    """Check one SendMessage request, or one batch entry (``entry_id``), against ``queue``."""
+    body = source.get("MessageBody")
+    if body is None or body == "":
+        raise missing("MessageBody")
+    if not isinstance(body, str):
+        raise invalid("Value for parameter MessageBody is invalid. Reason: a string.")
+    ma.check_text(body, "the message body")
+    attributes = ma.parse_attributes(source.get("MessageAttributes"))
+    system = ma.parse_attributes(source.get("MessageSystemAttributes"), system=True)
+    size = len(body.encode("utf-8")) + ma.attributes_size(attributes)
+    if size > queue.max_message_size:
+        raise invalid(
+            "One or more parameters are invalid. Reason: Message must be shorter than "
+            f"{queue.max_message_size} bytes."
+        )
+    delay = source.get("DelaySeconds")
+    if delay is not None and (
+        isinstance(delay, bool) or not isinstance(delay, int) or not 0 <= delay <= MAX_DELAY
+    ):
+        raise invalid(
+            f"Value {delay!r} for parameter DelaySeconds is invalid. Reason: must be between 0 "
+            f"and {MAX_DELAY}."
+        )
+    group = _fifo_id(source, "MessageGroupId")
+    dedup_id = _fifo_id(source, "MessageDeduplicationId")
+    if queue.fifo:
+        if delay is not None:
+            raise invalid(
+                "Value for parameter DelaySeconds is invalid. Reason: The request include "
+                "parameter that is not valid for this queue type (per-message delays are "
+                "not supported on FIFO queues)."
+            )
+        if group is None:
+            raise missing("MessageGroupId")
+        if dedup_id is None:
+            if not queue.content_based_deduplication:
+                raise invalid(
+                    "The queue should either have ContentBasedDeduplication enabled or "
+                    "MessageDeduplicationId provided explicitly."
+                )
+            dedup_id = hashlib.sha256(body.encode("utf-8")).hexdigest()
+    elif dedup_id is not None:
+        raise invalid(
+            "Value for parameter MessageDeduplicationId is invalid. Reason: The request "
+            "include parameter that is not valid for this queue type."
+        )
+    headers = {SENDER_HEADER: caller_key}
+    if "AWSTraceHeader" in system:
+        headers[TRACE_HEADER] = system["AWSTraceHeader"]["StringValue"]
+    return Outgoing(
+        entry_id=entry_id,
+        body=body,
+        attributes=attributes,
+        system=system,
+        delay=delay,
+        group=group,
+        dedup_id=dedup_id,
+        size=size,
+        options={
+            "headers": headers,
+            "attributes": ma.to_stored(attributes),
+            "delay": delay,
+            "group": group,
+        },
+    )
+
+
+def send_message(call: Call) -> dict[str, Any]:
+    queue = get_queue(call, "write")
+    out = prepare(queue, call.params, call.caller.key_id)
+    msg_id = pgq.send(queue.name, out.body, dedup_id=out.dedup_id, **out.options)
+    return out.answer(msg_id, fifo=queue.fifo)
+
+
+def _runs(items: list[Outgoing]) -> list[list[Outgoing]]:
+    """Consecutive messages that one send_batch call can carry (same options, no dedup)."""
+    runs: list[list[Outgoing]] = []
+    last_key = None
+    for item in items:
+        key = None if item.dedup_id else json.dumps(item.options, sort_keys=True)
+        if key is not None and key == last_key:
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+        last_key = key
+    return runs
+
+
+def send_message_batch(call: Call) -> dict[str, Any]:
+    entries = batch_entries(call)
+    queue = get_queue(call, "write")
+    ready: list[Outgoing] = []
+    failed: list[dict[str, Any]] = []
+    for entry in entries:
+        try:
+            ready.append(prepare(queue, entry, call.caller.key_id, entry_id=entry["Id"]))
+        except SqsError as exc:
+            failed.append(exc.as_batch_entry(entry["Id"]))
+    total = sum(item.size for item in ready)
+    if total > MAX_BATCH_BYTES:
+        raise SqsError(
+            BATCH_TOO_LONG,
+            f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent "
+            f"{total} bytes.",
+        )
+    sent: dict[str, dict[str, Any]] = {}
+    for run in _runs(ready):
+        try:
+            first = run[0]
+            if first.dedup_id is not None:
+                ids = [pgq.send(queue.name, first.body, dedup_id=first.dedup_id, **first.options)]
+            else:
+                ids = pgq.send_batch(queue.name, [item.body for item in run], **run[0].options)
+        except pgq.PgqError as exc:
+            error = from_pgq_error(exc)
+            failed.extend(error.as_batch_entry(str(item.entry_id)) for item in run)
+            continue
+        for item, msg_id in zip(run, ids, strict=True):
+            sent[str(item.entry_id)] = item.answer(msg_id, fifo=queue.fifo)
+    order = [str(e["Id"]) for e in entries]
+    return {
+        "Successful": [sent[i] for i in order if i in sent],
+        "Failed": sorted(failed, key=lambda f: order.index(f["Id"])),
+    }

@@ -1,0 +1,388 @@
+"""Every refused request changes nothing: bad or expired signatures, unknown or revoked keys,
+missing grants, tampered requests and malformed input, through boto3 and raw signed HTTP."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+import botocore.auth
+import pytest
+import urllib3
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+from botocore.exceptions import ClientError
+
+import pgq_django as pgq
+from pgq_django.models import AccessKey
+
+pytestmark = pytest.mark.slow
+
+
+def _code(exc: pytest.ExceptionInfo[ClientError]) -> str:
+    return str(exc.value.response["Error"]["Code"])
+
+
+def _status(exc: pytest.ExceptionInfo[ClientError]) -> int:
+    return int(exc.value.response["ResponseMetadata"]["HTTPStatusCode"])
+
+
+def _queue_names() -> set[str]:
+    return {q.name for q in pgq.list_queues()}
+
+
+@pytest.fixture
+def queue_url(sqs, new_name):
+    url = sqs.create_queue(QueueName=new_name())["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="kept")
+    return url
+
+
+def _name(url: str) -> str:
+    return url.rsplit("/", 1)[1]
+
+
+def test_a_wrong_secret_is_signature_does_not_match(client_for, user, sqs_endpoint, new_name):
+    import boto3
+
+    key, _secret = AccessKey.objects.create_key(user)
+    forged = boto3.client(
+        "sqs",
+        endpoint_url=sqs_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=key.key_id,
+        aws_secret_access_key="not-the-secret",
+    )
+    before = _queue_names()
+    with pytest.raises(ClientError) as caught:
+        forged.create_queue(QueueName=new_name())
+    assert (_code(caught), _status(caught)) == ("SignatureDoesNotMatch", 403)
+    assert _queue_names() == before
+    key.refresh_from_db()
+    assert key.last_used_at is None
+
+
+def test_unknown_revoked_and_inactive_keys_are_invalid_client_tokens(
+    client_for, make_user, sqs_endpoint, new_name
+):
+    import boto3
+
+    unknown = boto3.client(
+        "sqs",
+        endpoint_url=sqs_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="PGQNOSUCHKEY00000000",
+        aws_secret_access_key="x",
+    )
+    with pytest.raises(ClientError) as caught:
+        unknown.list_queues()
+    assert (_code(caught), _status(caught)) == ("InvalidClientTokenId", 403)
+
+    owner = make_user()
+    revoked = client_for(owner)
+    revoked.list_queues()  # works before
+    AccessKey.objects.filter(user=owner).update(revoked_at=datetime.datetime.now(datetime.UTC))
+    with pytest.raises(ClientError) as caught:
+        revoked.create_queue(QueueName=new_name())
+    assert _code(caught) == "InvalidClientTokenId"
+
+    gone = make_user()
+    inactive = client_for(gone)
+    gone.is_active = False
+    gone.save()
+    with pytest.raises(ClientError) as caught:
+        inactive.list_queues()
+    assert _code(caught) == "InvalidClientTokenId"
+
+
+@pytest.mark.parametrize(
+    ("shift", "message"),
+    [(-20, "Signature expired"), (20, "Signature not yet current")],
+)
+def test_requests_signed_outside_the_clock_window_are_refused(
+    sqs, new_name, monkeypatch, shift, message
+):
+    skewed = datetime.datetime.now(datetime.UTC) + datetime.timedelta(minutes=shift)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: skewed)
+    before = _queue_names()
+    with pytest.raises(ClientError) as caught:
+        sqs.create_queue(QueueName=new_name())
+    assert _code(caught) == "SignatureDoesNotMatch"
+    assert message in caught.value.response["Error"]["Message"]
+    assert _queue_names() == before
+
+
+def test_a_request_signed_fourteen_minutes_ago_is_still_accepted(sqs, new_name, monkeypatch):
+    skewed = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=14)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: skewed)
+    name = new_name()
+    sqs.create_queue(QueueName=name)
+    assert name in _queue_names()
+
+
+def test_without_a_grant_every_action_is_access_denied_and_changes_nothing(
+    client_for, make_user, queue_url
+):
+    stranger = client_for(make_user(creator=False))
+    name = _name(queue_url)
+    handle = pgq.read(name, vt=0)[0].receipt
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("get_queue_url", {"QueueName": name}),
+        ("get_queue_attributes", {"QueueUrl": queue_url, "AttributeNames": ["All"]}),
+        ("set_queue_attributes", {"QueueUrl": queue_url, "Attributes": {"DelaySeconds": "9"}}),
+        ("send_message", {"QueueUrl": queue_url, "MessageBody": "intruder"}),
+        (
+            "send_message_batch",
+            {"QueueUrl": queue_url, "Entries": [{"Id": "1", "MessageBody": "x"}]},
+        ),
+        ("receive_message", {"QueueUrl": queue_url}),
+        ("delete_message", {"QueueUrl": queue_url, "ReceiptHandle": str(handle)}),
+        (
+            "change_message_visibility",
+            {"QueueUrl": queue_url, "ReceiptHandle": str(handle), "VisibilityTimeout": 60},
+        ),
+        ("purge_queue", {"QueueUrl": queue_url}),
+        ("tag_queue", {"QueueUrl": queue_url, "Tags": {"x": "y"}}),
+        ("list_queue_tags", {"QueueUrl": queue_url}),
+        ("delete_queue", {"QueueUrl": queue_url}),
+    ]
+    for method, kwargs in calls:
+        with pytest.raises(ClientError) as caught:
+            getattr(stranger, method)(**kwargs)
+        assert (_code(caught), _status(caught)) == ("AccessDenied", 403), method
+    queue = pgq.get_queue(name)
+    assert (queue.delivery_delay, queue.tags) == (0, {})
+    assert [m.message for m in pgq.read(name, qty=10)] == ["kept"]
+    assert stranger.list_queues().get("QueueUrls", []) == []
+
+
+def test_grants_limit_each_user_to_their_rights(client_for, make_user, queue_url):
+    name = _name(queue_url)
+    reader_user, writer_user = make_user(creator=False), make_user(creator=False)
+    pgq.grant_queue_access(name, reader_user, read=True, write=False)
+    pgq.grant_queue_access(name, writer_user, read=False, write=True)
+    reader, writer = client_for(reader_user), client_for(writer_user)
+
+    writer.send_message(QueueUrl=queue_url, MessageBody="from writer")
+    with pytest.raises(ClientError) as caught:
+        writer.receive_message(QueueUrl=queue_url)
+    assert _code(caught) == "AccessDenied"
+    with pytest.raises(ClientError) as caught:
+        reader.send_message(QueueUrl=queue_url, MessageBody="from reader")
+    assert _code(caught) == "AccessDenied"
+    got = reader.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(m["Body"] for m in got) == ["from writer", "kept"]
+    with pytest.raises(ClientError) as caught:
+        reader.purge_queue(QueueUrl=queue_url)
+    assert _code(caught) == "AccessDenied"
+    assert pgq.metrics(name).queue_length == 2
+
+
+# -- raw signed HTTP: what an SDK cannot be made to send ----------------------------------
+
+
+def _signed(
+    endpoint: str,
+    key: AccessKey,
+    secret: str,
+    target: str,
+    body: bytes,
+    *,
+    headers: dict[str, str] | None = None,
+    unsigned: tuple[str, ...] = (),
+) -> tuple[str, dict[str, str], bytes]:
+    request = AWSRequest(
+        method="POST",
+        url=endpoint,
+        data=body,
+        headers={
+            "X-Amz-Target": target,
+            "Content-Type": "application/x-amz-json-1.0",
+            **(headers or {}),
+        },
+    )
+    kept = {name: request.headers[name] for name in unsigned}
+    for name in unsigned:
+        del request.headers[name]
+    SigV4Auth(Credentials(key.key_id, secret), "sqs", "us-east-1").add_auth(request)
+    prepared = request.prepare()
+    return prepared.url, {**dict(prepared.headers), **kept}, prepared.body or b""
+
+
+def _post(url: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any], Any]:
+    response = urllib3.request("POST", url, body=body, headers=headers, retries=False)
+    return response.status, dict(response.headers), json.loads(response.data or b"{}")
+
+
+@pytest.fixture
+def raw_key(user):
+    return AccessKey.objects.create_key(user)
+
+
+def test_a_body_changed_after_signing_is_refused(sqs_endpoint, raw_key, queue_url):
+    key, secret = raw_key
+    body = json.dumps({"QueueUrl": queue_url, "MessageBody": "signed"}).encode()
+    url, headers, _ = _signed(sqs_endpoint, key, secret, "AmazonSQS.SendMessage", body)
+    status, answer_headers, answer = _post(url, headers, body.replace(b"signed", b"forged"))
+    assert status == 403
+    assert answer["__type"].endswith("#SignatureDoesNotMatch")
+    assert answer_headers["x-amzn-query-error"] == "SignatureDoesNotMatch;Sender"
+    assert [m.message for m in pgq.read(_name(queue_url), qty=10)] == ["kept"]
+
+
+def test_the_action_must_be_signed(sqs_endpoint, raw_key, queue_url):
+    key, secret = raw_key
+    body = json.dumps({"QueueUrl": queue_url}).encode()
+    url, headers, body = _signed(
+        sqs_endpoint, key, secret, "AmazonSQS.PurgeQueue", body, unsigned=("X-Amz-Target",)
+    )
+    status, _headers, answer = _post(url, headers, body)
+    assert status == 400
+    assert answer["__type"].endswith("#IncompleteSignature")
+    assert pgq.metrics(_name(queue_url)).queue_length == 1
+
+
+def test_an_unsigned_payload_is_refused(sqs_endpoint, raw_key, queue_url):
+    key, secret = raw_key
+    body = json.dumps({"QueueUrl": queue_url}).encode()
+    url, headers, body = _signed(
+        sqs_endpoint,
+        key,
+        secret,
+        "AmazonSQS.PurgeQueue",
+        body,
+        headers={"X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD"},
+    )
+    status, _headers, answer = _post(url, headers, body)
+    assert status == 403
+    assert answer["__type"].endswith("#SignatureDoesNotMatch")
+    assert pgq.metrics(_name(queue_url)).queue_length == 1
+
+
+def test_requests_without_a_signature_are_refused(sqs_endpoint, queue_url):
+    body = json.dumps({"QueueUrl": queue_url}).encode()
+    headers = {"X-Amz-Target": "AmazonSQS.PurgeQueue", "Content-Type": "application/x-amz-json-1.0"}
+    status, answer_headers, _answer = _post(sqs_endpoint, headers, body)
+    assert status == 403
+    assert answer_headers["x-amzn-query-error"] == "MissingAuthenticationToken;Sender"
+    assert pgq.metrics(_name(queue_url)).queue_length == 1
+    response = urllib3.request("GET", sqs_endpoint + "?Action=ListQueues", retries=False)
+    assert response.status == 400
+    assert json.loads(response.data)["__type"].endswith("#InvalidAction")
+
+
+@pytest.mark.parametrize(
+    ("target", "body", "content_type", "expected"),
+    [
+        ("AmazonSQS.DropEverything", b"{}", None, "InvalidAction"),
+        ("Other.ListQueues", b"{}", None, "InvalidAction"),
+        ("AmazonSQS.ListQueues", b"{not json", None, "SerializationException"),
+        ("AmazonSQS.ListQueues", b"[1, 2]", None, "SerializationException"),
+        ("AmazonSQS.ListQueues", b"\xff\xfe", None, "SerializationException"),
+        ("AmazonSQS.ListQueues", b"[" * 200_000 + b"]" * 200_000, None, "SerializationException"),
+        ("AmazonSQS.ListQueues", b"{}", "application/json", "SerializationException"),
+        (
+            "AmazonSQS.SendMessage",
+            b'{"QueueUrl": 5, "MessageBody": "x"}',
+            None,
+            "InvalidParameterValue",
+        ),
+        ("AmazonSQS.SendMessage", b'{"MessageBody": "x"}', None, "MissingParameter"),
+        (
+            "AmazonSQS.ReceiveMessage",
+            b'{"QueueUrl": "QURL", "MaxNumberOfMessages": true}',
+            None,
+            "InvalidParameterValue",
+        ),
+        (
+            "AmazonSQS.ReceiveMessage",
+            b'{"QueueUrl": "QURL", "MaxNumberOfMessages": "5"}',
+            None,
+            "InvalidParameterValue",
+        ),
+        (
+            "AmazonSQS.DeleteMessageBatch",
+            b'{"QueueUrl": "QURL", "Entries": {"a": 1}}',
+            None,
+            "InvalidParameterValue",
+        ),
+        (
+            "AmazonSQS.DeleteMessageBatch",
+            b'{"QueueUrl": "QURL", "Entries": [{"Id": "a"}]}',
+            None,
+            "ReceiptHandleIsInvalid",
+        ),
+        (
+            "AmazonSQS.SendMessage",
+            b'{"QueueUrl": "QURL", "MessageBody": "x", "MessageAttributes": []}',
+            None,
+            "InvalidParameterValue",
+        ),
+        (
+            "AmazonSQS.SendMessage",
+            json.dumps(
+                {
+                    "QueueUrl": "QURL",
+                    "MessageBody": "x",
+                    "MessageAttributes": {"a": {"DataType": "Binary", "BinaryValue": "%%%"}},
+                }
+            ).encode(),
+            None,
+            "InvalidParameterValue",
+        ),
+        (
+            "AmazonSQS.SetQueueAttributes",
+            b'{"QueueUrl": "QURL", "Attributes": {"DelaySeconds": 5}}',
+            None,
+            "InvalidParameterValue",
+        ),
+        (
+            "AmazonSQS.CreateQueue",
+            json.dumps(
+                {
+                    "QueueName": "x",
+                    "Attributes": {
+                        "RedrivePolicy": json.dumps(
+                            {"deadLetterTargetArn": 1, "maxReceiveCount": 1}
+                        )
+                    },
+                }
+            ).encode(),
+            None,
+            "InvalidParameterValue",
+        ),
+        (
+            "AmazonSQS.ListQueues",
+            b'{"MaxResults": 5, "NextToken": "!!!"}',
+            None,
+            "InvalidParameterValue",
+        ),
+    ],
+)
+def test_malformed_input_gets_an_sqs_error_and_changes_nothing(
+    sqs_endpoint, raw_key, queue_url, target, body, content_type, expected
+):
+    key, secret = raw_key
+    body = body.replace(b"QURL", queue_url.encode())
+    headers = {"Content-Type": content_type} if content_type else None
+    url, sent_headers, body = _signed(sqs_endpoint, key, secret, target, body, headers=headers)
+    before = _queue_names()
+    status, answer_headers, answer = _post(url, sent_headers, body)
+    if expected == "ReceiptHandleIsInvalid":  # a batch answers per entry
+        assert status == 200
+        assert answer["Failed"][0]["Code"] == expected
+    else:
+        assert status == 400
+        assert answer_headers["x-amzn-query-error"].split(";")[0] == expected
+    assert _queue_names() == before
+    queue = pgq.get_queue(_name(queue_url))
+    assert queue.delivery_delay == 0
+    assert [m.message for m in pgq.read(queue.name, vt=0, qty=10)] == ["kept"]
+
+
+def test_a_successful_request_records_when_the_key_was_used(sqs, user):
+    sqs.list_queues()
+    key = AccessKey.objects.get(user=user)
+    assert key.last_used_at is not None
