@@ -214,6 +214,12 @@ def test_rows_come_back_with_named_fields(queue: Any) -> None:
     row = db.run_one(messages.READ_BY_ID, {"queue": queue.name, "msg_id": msg_id}, prepare=False)
     assert row.found_queue_id == queue.pk
     assert (row.msg_id, row.message, row.read_ct) == (msg_id, {"n": 1}, 0)
+    # The same statement again: the row type made the first time is reused.
+    again = db.run_one(messages.READ_BY_ID, {"queue": queue.name, "msg_id": msg_id})
+    assert type(again) is type(db.run_one(messages.READ_BY_ID, {"queue": queue.name, "msg_id": 0}))
+    assert again == row
+    [plain] = db.run_all(messages.READ_BY_ID, {"queue": queue.name, "msg_id": msg_id}, named=False)
+    assert type(plain) is tuple and plain == tuple(row)
 
 
 # -- the plan of the hot-path read ----------------------------------------------------------

@@ -30,7 +30,9 @@ LEASED = "leased"
 
 
 def _manager() -> Any:
-    return Message.objects.db_manager(settings.DATABASE)
+    """``Message.objects``: its statement methods run on ``PGQ["DATABASE"]`` unless bound to
+    another database, so it needs no per-call ``db_manager()`` copy."""
+    return Message.objects
 
 
 @dataclass(frozen=True)

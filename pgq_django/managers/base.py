@@ -35,9 +35,11 @@ class SqlManager(models.Manager):
         """The statement's first row (named fields), or None."""
         return db.run_one(statement, params, self._db_alias(), prepare=prepare)
 
-    def _all(self, statement: Any, params: Any = None, *, prepare: bool = True) -> list[Any]:
-        """Every row of the statement (named fields)."""
-        return db.run_all(statement, params, self._db_alias(), prepare=prepare)
+    def _all(
+        self, statement: Any, params: Any = None, *, prepare: bool = True, named: bool = True
+    ) -> list[Any]:
+        """Every row of the statement (named fields; plain tuples with ``named=False``)."""
+        return db.run_all(statement, params, self._db_alias(), prepare=prepare, named=named)
 
     def _instances(self, rows: Sequence[Sequence[Any]], offset: int = 0) -> list[Any]:
         """Turn RETURNING rows into model instances (jsonb arrives decoded: binary results).

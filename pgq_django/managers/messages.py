@@ -75,13 +75,14 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         matches no queue, so an empty result checks the shape once and runs the other one.
         """
         fifo = _FIFO_QUEUES.get(queue, False)
-        rows = self._all(shapes[fifo].format(filters=clause), params)
+        # Plain tuples: the rows become Message instances at once (see _instances).
+        rows = self._all(shapes[fifo].format(filters=clause), params, named=False)
         state = None
         if not rows:
             state = self.queue_state(queue)
             if state is not None and state.fifo != fifo:
                 fifo = _FIFO_QUEUES[queue] = state.fifo
-                rows = self._all(shapes[fifo].format(filters=clause), params)
+                rows = self._all(shapes[fifo].format(filters=clause), params, named=False)
         return sorted(self._instances(rows), key=lambda m: (m.priority, m.msg_id)), state
 
     def queue_state(self, queue: str) -> Any:

@@ -118,7 +118,11 @@ class MessageQuerySet(models.QuerySet):
         with transaction.atomic(using=alias, savepoint=False):
             sql, params = selected.query.get_compiler(using=alias).as_sql()
             rows = db.run_all(
-                LEASE_SELECTED.format(candidates=sql), (*params, seconds), alias, prepare=False
+                LEASE_SELECTED.format(candidates=sql),
+                (*params, seconds),
+                alias,
+                prepare=False,
+                named=False,
             )
         manager: Any = self.model._default_manager.db_manager(alias)
         messages = manager._instances(rows)
