@@ -114,7 +114,7 @@ def execute(
     varies from call to call (one built around an ORM queryset). A
     :class:`~psycopg.sql.Composable` (a DDL template filled with identifiers) is rendered
     for this connection and never prepared, since its text varies with the identifiers.
-    Prefer :func:`run_one`, :func:`run_all` and :func:`run_rowcount`, which close the cursor.
+    Prefer :func:`run_one`, :func:`run_all` and :func:`run_rowcount`, which return rows.
     """
     from .conf import settings
 
@@ -192,9 +192,9 @@ def run_all(
     manager): naming a hundred rows first cost a fifth of the client's time to load them.
     """
     cursor = execute(statement, params, alias, prepare=prepare)
-    rows = cursor.fetchall()
+    rows: list[Any] = cursor.fetchall()
     if not rows or not named:
-        return list(rows)
+        return rows
     make = _row_type(cursor, statement, prepare and isinstance(statement, str))._make
     return [make(row) for row in rows]
 
