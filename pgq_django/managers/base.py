@@ -8,6 +8,7 @@ from typing import Any
 from django.db import models
 
 from .. import db
+from ..conf import settings
 from ..sql.fragments import MESSAGE_COLUMNS
 
 # A reference to one message: (msg_id, read_ct or None). read_ct fences stale receipts.
@@ -27,8 +28,6 @@ class SqlManager(models.Manager):
     """
 
     def _db_alias(self) -> str:
-        from ..conf import settings
-
         return self.db if self._db else settings.DATABASE
 
     def _one(self, statement: Any, params: Any = None, *, prepare: bool = True) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..conf import settings
 from ..sql import counters as sql
 from .base import SqlManager
 
@@ -18,7 +19,5 @@ class CounterMethods(SqlManager):
 
     def metrics_rows(self, queue: str | None) -> list[Any]:
         """One row per queue (all, or the one named), fields named as in QueueMetrics."""
-        from ..conf import settings
-
         params = {"queue": queue, "exact": settings.METRICS_EXACT_COUNT}
         return self._all(sql.METRICS, params)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..conf import settings
+from ..delivery import DEDUP_WINDOW_SECONDS
 from ..sql import delivery as sql
 from .base import MessageRef, SqlManager, refs_params
 
@@ -22,9 +24,6 @@ class DeliveryMethods(SqlManager):
         """Send one body under ``options["dedup_id"]``; a repeat within the window answers
         the first send's id. Returns the row (found_queue_id, msg_id, inserted, notified,
         queue_full)."""
-        from ..conf import settings
-        from ..delivery import DEDUP_WINDOW_SECONDS
-
         params = {
             "queue": queue,
             "body": body,
@@ -52,8 +51,6 @@ class DeliveryMethods(SqlManager):
 
     def release_leases(self, queue: str, refs: Sequence[MessageRef]) -> tuple[int | None, Any]:
         """Returns (queue_id or None, [released ids])."""
-        from ..conf import settings
-
         params = {"queue": queue, "channel": settings.NOTIFY_CHANNEL, **refs_params(refs)}
         row = self._one(sql.RELEASE_LEASES, params)
         return row.found_queue_id, row.msg_ids
@@ -62,8 +59,6 @@ class DeliveryMethods(SqlManager):
         self, dlq: str, *, to: str | None, origins: list[str] | None, limit: int | None
     ) -> tuple[int | None, int]:
         """Returns (dead-letter queue id or None, how many moved)."""
-        from ..conf import settings
-
         params = {
             "dlq": dlq,
             "to": to,
@@ -81,8 +76,6 @@ class DeliveryMethods(SqlManager):
 
     def dead_letter_expired_leases(self, *, limit: int, error: str) -> int:
         """Dead-letter up to ``limit`` messages whose last allowed lease ran out."""
-        from ..conf import settings
-
         params = {"limit": limit, "error": error, "channel": settings.NOTIFY_CHANNEL}
         return int(self._one(sql.DEAD_LETTER_EXPIRED_LEASES, params).dead)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..conf import settings
+from ..delivery import DEDUP_WINDOW_SECONDS
 from ..sql import exchanges as sql
 from .base import SqlManager
 
@@ -19,8 +21,6 @@ class ExchangeManager(SqlManager):
         ``full`` one that holds its max_length messages; nothing is inserted then. With a
         ``dedup_id`` each routed queue deduplicates the copy as a send would.
         """
-        from ..conf import settings
-        from ..delivery import DEDUP_WINDOW_SECONDS
         from ..routing import topic_subject
 
         key = options.pop("routing_key")

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..conf import settings
 from ..sql import messages as sql
 from ..sql.queues import QUEUE_STATE
 from .base import MessageRef, SqlManager, refs_params
@@ -32,8 +33,6 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
 
     def send_bodies(self, queue: str, bodies: Sequence[str], *, size: int, **options: Any) -> Any:
         """Insert JSON-encoded bodies; returns (queue_id or None, [msg_id, …], full)."""
-        from ..conf import settings
-
         params = {
             "queue": queue,
             "bodies": list(bodies),
@@ -53,16 +52,12 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         only when nothing was leased, so the caller can tell an empty queue from a missing
         or paused one without a query of its own.
         """
-        from ..conf import settings
-
         clause, params = _filter_clause(filters or {})
         params.update(queue=queue, qty=qty, vt=vt, max_bytes=settings.READ_MAX_BYTES)
         return self._leasing(sql.READ, queue, clause, params)
 
     def pop(self, queue: str, *, qty: int) -> tuple[list[Any], Any]:
         """Like :meth:`lease`, but the messages leave the queue (archived with archive_on_ack)."""
-        from ..conf import settings
-
         params = {"queue": queue, "qty": qty, "max_bytes": settings.READ_MAX_BYTES}
         return self._leasing(sql.POP, queue, "", params)
 
@@ -139,8 +134,6 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         self, queue: str, ref: MessageRef, *, delay: float | None, error: str | None = None
     ) -> tuple[int | None, str | None]:
         """Returns (queue_id or None, 'retry' | 'dead_lettered' | 'dead' | None)."""
-        from ..conf import settings
-
         params = {
             "queue": queue,
             "msg_id": ref[0],
