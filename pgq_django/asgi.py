@@ -49,7 +49,7 @@ class PooledASGIHandler(ASGIHandler):
         if scope["type"] != "http":
             # Django answers only HTTP; let the server see the same refusal.
             return await super().__call__(scope, receive, send)
-        async with ThreadSensitiveContext(executor=next(self._next)):  # type: ignore[call-arg]
+        async with ThreadSensitiveContext(executor=next(self._next)):
             await self.handle(scope, receive, send)
 
 

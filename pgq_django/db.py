@@ -75,7 +75,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_inherited_connections)
 
 
-class _PreparingCursor(psycopg.Cursor):  # type: ignore[type-arg]
+class _PreparingCursor(psycopg.Cursor[Any]):
     """A server-binding cursor that prepares each statement on first use.
 
     The named statements run thousands of times per connection and are large CTEs: parsing

@@ -89,9 +89,9 @@ class MessageQuerySet(models.QuerySet):
             .first()
         )
         if queue is None:
-            raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name)
+            raise QueueNotFound.for_name(name)
         if queue["paused"]:
-            raise QueuePaused(f"Queue {name!r} is paused.", queue=name)
+            raise QueuePaused.for_name(name)
         now = _ClockTimestamp()
         candidates = self.using(alias).filter(
             models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now),

@@ -20,6 +20,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from ..api.queue_settings import QUEUE_SETTINGS
+from ..api.validation import MAX_SECONDS
+
 # ---------------------------------------------------------------------------------------------
 # Strict fields
 
@@ -27,7 +30,7 @@ from rest_framework import serializers
 NAME_SCHEMA = {"type": "string", "pattern": r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$"}
 
 
-@extend_schema_field({"type": "number", "minimum": 0, "maximum": 3153600000})
+@extend_schema_field({"type": "number", "minimum": 0, "maximum": MAX_SECONDS})
 class Seconds(serializers.Field):
     """A JSON number of seconds (int or float, finite); shown as an int when whole."""
 
@@ -113,11 +116,6 @@ class AnyJSON(serializers.Field):
         return value
 
 
-@extend_schema_field({"type": "string", "enum": ["none", "linear", "exponential"]})
-class Backoff(StrictText):
-    pass
-
-
 @extend_schema_field({"type": "string", "enum": ["fanout", "direct", "topic", "headers"]})
 class ExchangeKind(StrictText):
     pass
@@ -144,22 +142,65 @@ def _opt(field: type[serializers.Field], **kwargs: Any) -> Any:
 # Requests
 
 
+# REST field -> queue setting (psqlqueue's names for the first three). Types, bounds and help
+# texts come from the API's table (pgq_django.api.queue_settings), never declared here.
+QUEUE_FIELDS = {
+    "ack_deadline_seconds": "visibility_timeout",
+    "message_retention_seconds": "retention",
+    "delivery_delay_seconds": "delivery_delay",
+    "fifo": "fifo",
+    "max_retries": "max_retries",
+    "retry_delay": "retry_delay",
+    "backoff": "backoff",
+    "dead_letter_queue": "dead_letter_queue",
+    "max_message_size": "max_message_size",
+    "max_length": "max_length",
+    "archive_on_ack": "archive_on_ack",
+}
+_KIND_FIELDS: dict[str, type[serializers.Field]] = {
+    "seconds": Seconds,
+    "integer": StrictInt,
+    "flag": StrictBool,
+    "choice": StrictText,
+    "queue": Name,
+}
+
+
+def _queue_setting_field(rest_name: str) -> Any:
+    """An optional request field for a queue setting, typed and documented by its table row."""
+    setting = QUEUE_SETTINGS[QUEUE_FIELDS[rest_name]]
+    schema: dict[str, Any] = (
+        dict(NAME_SCHEMA, description=setting.doc)
+        if setting.kind == "queue"
+        else setting.json_schema()
+    )
+    if setting.nullable:
+        schema["nullable"] = True
+    base = _KIND_FIELDS[setting.kind]
+    field = extend_schema_field(schema)(type(f"{base.__name__}_{rest_name}", (base,), {}))
+    return field(required=False, allow_null=setting.nullable, help_text=setting.doc)
+
+
 class QueueUpdateIn(Strict):
-    ack_deadline_seconds = _opt(Seconds, help_text="Visibility timeout of a consumed message.")
-    message_retention_seconds = _opt(Seconds, help_text="Age after which a message expires.")
-    delivery_delay_seconds = _opt(Seconds, help_text="Delay before a new message is visible.")
-    max_retries = _opt(StrictInt, help_text="Deliveries before a message is dead-lettered.")
-    retry_delay = _opt(Seconds, help_text="Base delay before a nacked message comes back.")
-    backoff = _opt(Backoff, help_text="none, linear or exponential.")
-    dead_letter_queue = _opt(Name, allow_null=True, help_text="Queue for messages out of retries.")
-    max_message_size = _opt(StrictInt, help_text="Largest body in bytes.")
-    max_length = _opt(StrictInt, allow_null=True, help_text="Most messages the queue holds.")
-    archive_on_ack = _opt(StrictBool, help_text="Keep acked messages in the archive.")
+    """Queue settings a change may give; each is optional."""
+
+    ack_deadline_seconds = _queue_setting_field("ack_deadline_seconds")
+    message_retention_seconds = _queue_setting_field("message_retention_seconds")
+    delivery_delay_seconds = _queue_setting_field("delivery_delay_seconds")
+    max_retries = _queue_setting_field("max_retries")
+    retry_delay = _queue_setting_field("retry_delay")
+    backoff = _queue_setting_field("backoff")
+    dead_letter_queue = _queue_setting_field("dead_letter_queue")
+    max_message_size = _queue_setting_field("max_message_size")
+    max_length = _queue_setting_field("max_length")
+    archive_on_ack = _queue_setting_field("archive_on_ack")
 
 
 class QueueCreateIn(QueueUpdateIn):
+    """A new queue: its name, and any settings (the others take their defaults)."""
+
     id = Name(help_text="The queue's name.")
-    fifo = _opt(StrictBool, help_text="Strict order per message group (also: a .fifo name).")
+    fifo = _queue_setting_field("fifo")
 
 
 class MessageIn(Strict):

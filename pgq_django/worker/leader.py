@@ -11,35 +11,44 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from django.db import connections
 
 from ..sql import leader as sql
 from . import maintenance
+from .service import Service, ServiceConfig
 
 logger = logging.getLogger("pgq_django.worker")
 
 
-class Leader:
-    """Elects itself when it can and runs the duties while it leads (start/stop)."""
+@dataclass(frozen=True)
+class LeaderConfig(ServiceConfig):
+    #: How often the leader runs the due duties, and a follower tries to take the lock.
+    interval: float = 1.0
+    #: A running duty is not interrupted: stop waits this long for it.
+    stop_timeout: float = 10.0
+
+
+class Leader(Service[LeaderConfig]):
+    """Elects itself when it can and runs the duties while it leads (a :class:`Service`)."""
+
+    thread_name = "pgq-leader"
 
     def __init__(
         self,
         duties: list[maintenance.Duty],
         *,
-        tick: float = 1.0,
         alias: str | None = None,
+        config: LeaderConfig | None = None,
     ) -> None:
+        super().__init__(config or LeaderConfig())
         self.duties = duties
-        self.tick = tick
         self.alias = alias
         self.is_leader = False
         self.elected = threading.Event()
         self._conn: Any = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def try_elect(self) -> bool:
         from ..notify import connection_params
@@ -56,21 +65,21 @@ class Leader:
             self._conn.execute(sql.LEADER_PING)  # still connected, so still holding the lock
         return self.is_leader
 
-    def _run(self) -> None:
+    def run(self) -> None:
         try:
-            while not self._stop.is_set():
+            while not self.stopping:
                 try:
                     if self.try_elect():
                         maintenance.run_due(self.duties)
                 except psycopg.Error:
                     logger.exception("event=leader_connection_lost")
-                    self._close()
-                self._stop.wait(self.tick)
+                    self.resign()
+                self.sleep(self.config.interval)
         finally:
-            self._close()
-            connections.close_all()
+            self.resign()
 
-    def _close(self) -> None:
+    def resign(self) -> None:
+        """Give up the lead (if held) and close the election connection."""
         if self._conn is not None and not self._conn.closed:
             try:
                 if self.is_leader:
@@ -79,12 +88,3 @@ class Leader:
                 self._conn.close()
         self.is_leader = False
         self.elected.clear()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="pgq-leader", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)

@@ -40,9 +40,9 @@ def rescue_expired_leases() -> int:
 
 
 def expire_messages() -> int:
-    import pgq_django as pgq
+    from ..api.messages import expire_messages
 
-    return pgq.expire_messages()
+    return expire_messages()
 
 
 def enforce_retention() -> dict[str, int]:

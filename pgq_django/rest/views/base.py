@@ -72,7 +72,7 @@ class AsyncPgqView(PgqView):
 
         return markcoroutinefunction(view)
 
-    async def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         self.args = args
         self.kwargs = kwargs
         drf_request = self.initialize_request(request, *args, **kwargs)
