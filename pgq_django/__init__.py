@@ -74,6 +74,10 @@ _EXPORTS: dict[str, str] = {
     "archive_cancelled": "api.delivery",
     "reject": "api.delivery",
     "handler": "worker.registry",
+    # the record of Spark exports (pgq_spark export)
+    "record_export": "api.exports",
+    "list_exports": "api.exports",
+    "exports_cover": "api.exports",
     # metrics
     "metrics": "api.stats",
     "metrics_all": "api.stats",
@@ -83,6 +87,7 @@ _EXPORTS: dict[str, str] = {
     "Message": "models",
     "ArchivedMessage": "models",
     "Receipt": "models",
+    "SparkExport": "models",
     "PgqError": "exceptions",
     "QueueNotFound": "exceptions",
     "QueueAlreadyExists": "exceptions",
@@ -137,6 +142,9 @@ _EXPORTS: dict[str, str] = {
     "alist_exchanges": "api.twins",
     "abind_queue": "api.twins",
     "aunbind_queue": "api.twins",
+    "arecord_export": "api.twins",
+    "alist_exports": "api.twins",
+    "aexports_cover": "api.twins",
     "alist_bindings": "api.twins",
     "apublish": "api.twins",
     "asubscribe": "api.twins",
@@ -190,6 +198,9 @@ if TYPE_CHECKING:
     from .api.exchanges import list_exchanges as list_exchanges
     from .api.exchanges import publish as publish
     from .api.exchanges import unbind_queue as unbind_queue
+    from .api.exports import exports_cover as exports_cover
+    from .api.exports import list_exports as list_exports
+    from .api.exports import record_export as record_export
     from .api.grants import grant_publish_access as grant_publish_access
     from .api.grants import grant_queue_access as grant_queue_access
     from .api.grants import reset_queue_access as reset_queue_access
@@ -240,6 +251,7 @@ if TYPE_CHECKING:
     from .api.twins import adrop_exchange as adrop_exchange
     from .api.twins import adrop_queue as adrop_queue
     from .api.twins import aexpire_messages as aexpire_messages
+    from .api.twins import aexports_cover as aexports_cover
     from .api.twins import aget_exchange as aget_exchange
     from .api.twins import aget_queue as aget_queue
     from .api.twins import aget_subscription as aget_subscription
@@ -247,6 +259,7 @@ if TYPE_CHECKING:
     from .api.twins import agrant_queue_access as agrant_queue_access
     from .api.twins import alist_bindings as alist_bindings
     from .api.twins import alist_exchanges as alist_exchanges
+    from .api.twins import alist_exports as alist_exports
     from .api.twins import alist_queues as alist_queues
     from .api.twins import ametrics as ametrics
     from .api.twins import ametrics_all as ametrics_all
@@ -257,6 +270,7 @@ if TYPE_CHECKING:
     from .api.twins import apurge_queue as apurge_queue
     from .api.twins import aread as aread
     from .api.twins import aread_by_id as aread_by_id
+    from .api.twins import arecord_export as arecord_export
     from .api.twins import aredrive as aredrive
     from .api.twins import aregister_callback as aregister_callback
     from .api.twins import areject as areject
@@ -301,6 +315,7 @@ if TYPE_CHECKING:
     from .models import Message as Message
     from .models import Queue as Queue
     from .models import Receipt as Receipt
+    from .models import SparkExport as SparkExport
     from .types import Duration as Duration
     from .types import ExchangeRef as ExchangeRef
     from .types import MessageRef as MessageRef

@@ -30,7 +30,7 @@ DEFAULTS: dict[str, Any] = {
     # Byte budgets (see docs/reference/settings.md): a read or pop returns at most
     # READ_MAX_BYTES // the queue's max_message_size messages (and never more than qty); a
     # send_batch holds at most SEND_BATCH_MAX_MESSAGES bodies of SEND_BATCH_MAX_BYTES in all.
-    "READ_MAX_BYTES": 64 * 1024 * 1024,
+    "READ_MAX_BYTES": 256 * 1024 * 1024,
     "SEND_BATCH_MAX_MESSAGES": 10_000,
     "SEND_BATCH_MAX_BYTES": 64 * 1024 * 1024,
     # Metrics count a queue's messages (and find its leased ones) exactly up to this many;

@@ -47,21 +47,9 @@ def check_send_options(options: dict[str, Any]) -> dict[str, Any]:
             f"{', '.join(sorted(SEND_OPTIONS))}.",
             field=unknown[0],
         )
-    get = options.get
-    return {
-        "headers": v.mapping(get("headers"), "headers"),
-        "attributes": v.mapping(get("attributes"), "attributes"),
-        "label": v.text(get("label"), "label"),
-        "priority": v.integer(
-            get("priority", 0), "priority", minimum=-(2**31), maximum=v.INT32_MAX
-        ),
-        "delay": v.seconds(get("delay"), "delay", allow_none=True),
-        "group": v.text(get("group"), "group", max_length=128),
-        "dedup_id": v.text(get("dedup_id"), "dedup_id", max_length=128),
-        "expires_in": v.seconds(get("expires_in"), "expires_in", allow_none=True, minimum=0.001),
-        "max_retries": v.integer(get("max_retries"), "max_retries", allow_none=True),
-        "retry_delay": v.seconds(get("retry_delay"), "retry_delay", allow_none=True),
-    }
+    # The checks themselves live in validation, free of models, so that Spark executors
+    # (which run without Django) check each row exactly as send() checks its arguments.
+    return v.send_options(**options)
 
 
 def send_trusted(

@@ -33,6 +33,7 @@ from .exchanges import (
     publish,
     unbind_queue,
 )
+from .exports import exports_cover, list_exports, record_export
 from .grants import (
     grant_publish_access,
     grant_queue_access,
@@ -93,6 +94,9 @@ abind_queue = make_async(bind_queue)
 aunbind_queue = make_async(unbind_queue)
 alist_bindings = make_async(list_bindings)
 apublish = make_async(publish)
+arecord_export = make_async(record_export)
+alist_exports = make_async(list_exports)
+aexports_cover = make_async(exports_cover)
 asubscribe = make_async(subscribe)
 aget_subscription = make_async(get_subscription)
 aunsubscribe = make_async(unsubscribe)

@@ -311,3 +311,34 @@ def user(value: Any, field: str = "owner") -> Any:
     raise InvalidArgument(
         f"{field} must be a saved user or a username, not {value!r}.", field=field
     )
+
+
+def send_options(
+    headers: Any = None,
+    attributes: Any = None,
+    label: Any = None,
+    priority: Any = 0,
+    delay: Any = None,
+    group: Any = None,
+    dedup_id: Any = None,
+    expires_in: Any = None,
+    max_retries: Any = None,
+    retry_delay: Any = None,
+) -> dict[str, Any]:
+    """The options of send, send_batch and publish, checked and encoded as statement parameters.
+
+    It lives here, free of models, so that Spark executors (which run without Django) check
+    each row they write exactly as :func:`pgq_django.send` checks its arguments.
+    """
+    return {
+        "headers": mapping(headers, "headers"),
+        "attributes": mapping(attributes, "attributes"),
+        "label": text(label, "label"),
+        "priority": integer(priority, "priority", minimum=-(2**31), maximum=INT32_MAX),
+        "delay": seconds(delay, "delay", allow_none=True),
+        "group": text(group, "group", max_length=128),
+        "dedup_id": text(dedup_id, "dedup_id", max_length=128),
+        "expires_in": seconds(expires_in, "expires_in", allow_none=True, minimum=0.001),
+        "max_retries": integer(max_retries, "max_retries", allow_none=True),
+        "retry_delay": seconds(retry_delay, "retry_delay", allow_none=True),
+    }

@@ -12,13 +12,16 @@ OpenAPI schema, and the test suite validates real responses against that schema.
 
 from __future__ import annotations
 
+import copy
 import math
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import SkipField, empty, get_error_detail
 
 from ..api.queue_settings import QUEUE_SETTINGS
 from ..api.validation import MAX_SECONDS
@@ -122,16 +125,73 @@ class ExchangeKind(StrictText):
 
 
 class Strict(serializers.Serializer):
-    """Refuses fields it does not declare instead of ignoring them."""
+    """Refuses fields it does not declare instead of ignoring them.
+
+    Validation visits only the fields the data holds (and the required ones), each through
+    its own ``run_validation`` — DRF's own loop visits every declared field of every item,
+    and a batch of 100 messages spent 3-4 ms there, as long as sending it. That shortcut is
+    exact only for the plain shape these serializers have (no defaults, no read-only
+    fields, sources equal to names, no ``validate_<name>`` methods, no validators); a
+    serializer outside it takes DRF's loop.
+    """
 
     def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError(
-                    {name: ["This field is not known."] for name in unknown}
-                )
-        return super().to_internal_value(data)
+        if not isinstance(data, dict):
+            return super().to_internal_value(data)
+        fields, required, plain = self._field_table()
+        unknown = [name for name in data if name not in fields]
+        if unknown:
+            raise serializers.ValidationError(
+                {name: ["This field is not known."] for name in sorted(unknown)}
+            )
+        if not plain:
+            return super().to_internal_value(data)
+        out: dict[str, Any] = {}
+        errors: dict[str, Any] = {}
+        for name in (*data, *(r for r in required if r not in data)):
+            try:
+                out[name] = fields[name].run_validation(data.get(name, empty))
+            except serializers.ValidationError as exc:
+                errors[name] = exc.detail
+            except DjangoValidationError as exc:
+                errors[name] = get_error_detail(exc)
+            except SkipField:
+                pass
+        if errors:
+            raise serializers.ValidationError(errors)
+        return out
+
+    def run_validators(self, value: Any) -> None:
+        if self.validators:
+            super().run_validators(value)
+
+    def get_fields(self) -> dict[str, Any]:
+        """Copies of the declared fields: shallow ones for the leaf fields (which keep no
+        state of their own beyond what binding sets on the copy) — DRF's deep copies
+        re-run every field's constructor for every request."""
+        return {
+            name: copy.deepcopy(field)
+            if isinstance(field, serializers.Serializer | serializers.ListField)
+            else copy.copy(field)
+            for name, field in self._declared_fields.items()
+        }
+
+    def _field_table(self) -> tuple[dict[str, Any], tuple[str, ...], bool]:
+        """This instance's fields as a plain dict, the required names, and whether the
+        serializer has the plain shape the shortcut needs (computed once per instance)."""
+        cached = self.__dict__.get("_pgq_fields")
+        if cached is None:
+            fields = dict(self.fields)
+            plain = not self.validators and all(
+                field.default is empty
+                and not field.read_only
+                and field.source == name
+                and not hasattr(self, f"validate_{name}")
+                for name, field in fields.items()
+            )
+            required = tuple(name for name, field in fields.items() if field.required)
+            cached = self.__dict__["_pgq_fields"] = (fields, required, plain)
+        return cached
 
 
 def _opt(field: type[serializers.Field], **kwargs: Any) -> Any:
