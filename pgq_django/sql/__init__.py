@@ -9,14 +9,18 @@
 - :mod:`.counters`: folding counters, metrics.
 - :mod:`.partitions`: partition catalog queries and DDL templates.
 - :mod:`.leader`: the worker leader's advisory lock.
+- :mod:`.spark`: what the Spark pipeline adds (partition spans, id-range reads, the archive
+  stream's watermark); its executors run without Django, on connections of their own.
 - :mod:`.fragments`: the pieces several statements share (the message INSERT, the archive
   move, the counter insert, the dead-letter move, the dedup claim), composed, never copied.
 
 A statement is a module-level constant in UPPER_CASE whose value is SQL text, a
-:class:`psycopg.sql.Composable` (DDL templates), or a dict of texts keyed by queue shape
-(``READ[fifo]``); a ``# -- name --`` comment above it says what it does. Each is run by
-exactly one manager method (``tests/test_sql.py`` checks it) through the one runner,
-:mod:`pgq_django.db`. Values always travel as parameters.
+:class:`psycopg.sql.Composable` (templates filled with identifiers), or a dict of texts
+keyed by queue shape (``READ[fifo]``); a ``# -- name --`` comment above it says what it
+does. Each is run by exactly one manager method through the one runner,
+:mod:`pgq_django.db` (``tests/test_sql.py`` checks it); the Spark executors, which have no
+Django, run :mod:`.spark`'s statements and reuse the managers' ones on psycopg connections
+of their own. Values always travel as parameters.
 
 Nothing here imports Django, so the same texts can run where Django is not set up.
 """
@@ -30,7 +34,16 @@ from typing import Any
 from psycopg.sql import Composable
 
 # The modules holding named statements, by concern (fragments hold none).
-MODULES = ("messages", "delivery", "exchanges", "queues", "counters", "partitions", "leader")
+MODULES = (
+    "messages",
+    "delivery",
+    "exchanges",
+    "queues",
+    "counters",
+    "partitions",
+    "leader",
+    "spark",
+)
 
 Statement = str | Composable | dict[bool, str]
 
