@@ -45,6 +45,17 @@ DEFAULTS: dict[str, Any] = {
     "PARTITION_SIZE": 10_000_000,
     # How many partitions ahead of the sequence maintenance keeps ready.
     "PARTITION_PREMAKE": 2,
+    # Storage parameters every live (pgq_message) partition gets, beside its fillfactor:
+    # autovacuum by a fixed count of dead rows, unthrottled (see docs/operations.md).
+    "LIVE_PARTITION_STORAGE": {
+        "autovacuum_vacuum_scale_factor": 0.0,
+        "autovacuum_vacuum_threshold": 20000,
+        "autovacuum_vacuum_cost_delay": 0,
+        "autovacuum_analyze_scale_factor": 0.0,
+        "autovacuum_analyze_threshold": 20000,
+    },
+    # Drop an archive range past retention only once a recorded Spark export covers it.
+    "ARCHIVE_DROP_REQUIRES_EXPORT": False,
     # Worker defaults (pgq_worker command).
     "WORKER_CONCURRENCY": 1,
     "WORKER_POLL_INTERVAL": 1.0,
@@ -114,6 +125,8 @@ class PgqSettings:
     NOTIFY_CHANNEL: str
     PARTITION_SIZE: int
     PARTITION_PREMAKE: int
+    LIVE_PARTITION_STORAGE: dict[str, float | int | bool]
+    ARCHIVE_DROP_REQUIRES_EXPORT: bool
     WORKER_CONCURRENCY: int
     WORKER_POLL_INTERVAL: float
     WORKER_GRACE_PERIOD: float

@@ -9,6 +9,8 @@ the dedup window and the two duties the worker's leader runs.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 # How long a dedup_id suppresses duplicates after the first send (SQS: five minutes).
 DEDUP_WINDOW_SECONDS = 300
 
@@ -24,11 +26,22 @@ def dead_letter_expired_leases(*, limit: int = 1000) -> int:
 
 
 def prune() -> dict[str, int]:
-    """Retention for what is no longer live: old archive rows and spent dedup claims."""
+    """Retention for what is no longer live: old archive rows and spent dedup claims.
+
+    With ``PGQ["ARCHIVE_DROP_REQUIRES_EXPORT"]`` only archive rows that recorded Spark
+    exports cover are deleted (see :func:`pgq_django.partitions.export_covered_until`).
+    """
     from .conf import settings
     from .models import ArchivedMessage, Message
 
+    before = datetime.max.replace(tzinfo=UTC)
+    if settings.ARCHIVE_DROP_REQUIRES_EXPORT:
+        from .partitions import export_covered_until
+
+        before = export_covered_until() or datetime.min.replace(tzinfo=UTC)
     return {
-        "archive_pruned": ArchivedMessage.objects.db_manager(settings.DATABASE).prune(),
+        "archive_pruned": ArchivedMessage.objects.db_manager(settings.DATABASE).prune(
+            before=before
+        ),
         "dedup_pruned": Message.objects.db_manager(settings.DATABASE).prune_dedup_claims(),
     }

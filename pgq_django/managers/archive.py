@@ -5,6 +5,8 @@ Rows arrive in the archive through the live manager's statements (the archive mo
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import models
 
 from ..sql.delivery import PRUNE_ARCHIVE
@@ -17,6 +19,7 @@ class ArchivedMessageManager(SqlManager):
     def for_queue(self, name: str) -> models.QuerySet:
         return self.filter(queue__name=name)
 
-    def prune(self) -> int:
-        """Delete archived messages older than their queue's retention; returns how many."""
-        return int(self._one(PRUNE_ARCHIVE, {}).pruned)
+    def prune(self, *, before: datetime) -> int:
+        """Delete archived messages older than their queue's retention and archived before
+        ``before``; returns how many."""
+        return int(self._one(PRUNE_ARCHIVE, {"before": before}).pruned)

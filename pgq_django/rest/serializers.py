@@ -46,37 +46,49 @@ class Seconds(serializers.Field):
         return seconds_json(value)
 
 
-@extend_schema_field(OpenApiTypes.INT)
-class StrictInt(serializers.Field):
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            raise serializers.ValidationError("Expected an integer.")
+class _Strict(serializers.Field):
+    """A value of one JSON type exactly as sent: DRF's own fields would coerce "1" to 1."""
+
+    expected = ""
+
+    @staticmethod
+    def accepts(data: Any) -> bool:
+        raise NotImplementedError
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not self.accepts(data):
+            raise serializers.ValidationError(self.expected)
         return data
 
     def to_representation(self, value: Any) -> Any:
         return value
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class StrictInt(_Strict):
+    expected = "Expected an integer."
+
+    @staticmethod
+    def accepts(data: Any) -> bool:
+        return isinstance(data, int) and not isinstance(data, bool)
 
 
 @extend_schema_field(OpenApiTypes.BOOL)
-class StrictBool(serializers.Field):
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            raise serializers.ValidationError("Expected true or false.")
-        return data
+class StrictBool(_Strict):
+    expected = "Expected true or false."
 
-    def to_representation(self, value: Any) -> Any:
-        return value
+    @staticmethod
+    def accepts(data: Any) -> bool:
+        return isinstance(data, bool)
 
 
 @extend_schema_field(OpenApiTypes.STR)
-class StrictText(serializers.Field):
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            raise serializers.ValidationError("Expected a string.")
-        return data
+class StrictText(_Strict):
+    expected = "Expected a string."
 
-    def to_representation(self, value: Any) -> Any:
-        return value
+    @staticmethod
+    def accepts(data: Any) -> bool:
+        return isinstance(data, str)
 
 
 @extend_schema_field(NAME_SCHEMA)

@@ -239,12 +239,14 @@ WITH d AS (
 SELECT count(*) AS expired FROM d
 """
 
-# -- prune_archive -- Delete archived messages older than their queue's retention.
+# -- prune_archive -- Delete archived messages older than their queue's retention (and
+# archived before %(before)s: where exports must cover what goes, the end of their coverage).
 PRUNE_ARCHIVE = """
 WITH d AS (
     DELETE FROM pgq_archived_message a USING pgq_queue q
     WHERE a.queue_id = q.id
       AND a.archived_at < clock_timestamp() - make_interval(secs => q.retention)
+      AND a.archived_at < %(before)s::timestamptz
     RETURNING 1
 )
 SELECT count(*) AS pruned FROM d
