@@ -33,109 +33,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, OperationalError, connections, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from psycopg import sql
 
+from . import db
 from .conf import settings
-from .models.fields import MSG_ID_SEQUENCE
+from .sql import partitions as statements
 
 MESSAGE_TABLE = "pgq_message"
 ARCHIVE_TABLE = "pgq_archived_message"
 TABLES = (MESSAGE_TABLE, ARCHIVE_TABLE)
 _BOUND = re.compile(r"FROM \('?(-?\d+)'?\) TO \('?(-?\d+)'?\)")
-
-# -- list_partitions -- The range partitions of a table with their bounds, lowest first.
-LIST_PARTITIONS = """
-SELECT c.relname, pg_get_expr(c.relpartbound, c.oid)
-FROM pg_inherits i
-JOIN pg_class c ON c.oid = i.inhrelid
-JOIN pg_class p ON p.oid = i.inhparent
-WHERE p.relname = %s AND p.relnamespace = c.relnamespace
-  AND p.relnamespace = to_regnamespace(current_schema())::oid
-"""
-
-# -- sequence_position -- The highest msg_id handed out so far (0 before the first).
-SEQUENCE_POSITION = sql.SQL(
-    "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {}"
-).format(sql.Identifier(MSG_ID_SEQUENCE))
-
-# The upkeep lock's key: the first 8 bytes of md5("pgq_django.partition_upkeep").
-_UPKEEP_KEY = "('x' || left(md5('pgq_django.partition_upkeep'), 16))::bit(64)::bigint"
-
-# -- try_upkeep_lock -- One upkeep run at a time: take the session lock without waiting.
-TRY_UPKEEP_LOCK = f"SELECT pg_try_advisory_lock({_UPKEEP_KEY})"
-
-# -- upkeep_unlock -- Release the upkeep lock at the end of a run.
-UPKEEP_UNLOCK = f"SELECT pg_advisory_unlock({_UPKEEP_KEY})"
-
-# -- set_lock_timeout -- Give up waiting for a lock after {timeout} (this transaction only).
-SET_LOCK_TIMEOUT = sql.SQL("SET LOCAL lock_timeout = {timeout}")
-
-# -- lock_parent -- Hold {table} exclusively until commit: no insert into a range in flight.
-LOCK_PARENT = sql.SQL("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
-
-# -- default_max_id -- The highest msg_id in a default {partition} (ranges must start above).
-DEFAULT_MAX_ID = sql.SQL("SELECT coalesce(max(msg_id), 0) FROM {partition}")
-
-# -- default_next_id -- The lowest msg_id at or above %s in a default {partition}.
-DEFAULT_NEXT_ID = sql.SQL("SELECT min(msg_id) FROM {partition} WHERE msg_id >= %s")
-
-# -- count_range -- How many rows of {partition} fall in [%s, %s).
-COUNT_RANGE = sql.SQL("SELECT count(*) FROM {partition} WHERE msg_id >= %s AND msg_id < %s")
-
-# -- table_columns -- The columns of a table, in order (the repair copies rows by name).
-TABLE_COLUMNS = """
-SELECT attname FROM pg_attribute
-WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped ORDER BY attnum
-"""
-
-# -- create_stash -- A temporary table shaped like {table} for rows leaving the default.
-CREATE_STASH = sql.SQL("CREATE TEMP TABLE {stash} (LIKE {table}) ON COMMIT DROP")
-
-# -- stash_default_rows -- Move the default partition's rows in [%s, %s) to the stash.
-STASH_DEFAULT_ROWS = sql.SQL(
-    "WITH moved AS (DELETE FROM {partition} WHERE msg_id >= %s AND msg_id < %s "
-    "RETURNING {columns}) INSERT INTO {stash} ({columns}) SELECT {columns} FROM moved"
-)
-
-# -- restore_stash -- Put stashed rows back through the parent (they route to their range).
-RESTORE_STASH = sql.SQL("INSERT INTO {table} ({columns}) SELECT {columns} FROM {stash}")
-
-# -- create_partition -- A range partition [{lower}, {upper}) of {table} with its storage.
-CREATE_PARTITION = sql.SQL(
-    "CREATE TABLE {partition} PARTITION OF {table} FOR VALUES FROM ({lower}) TO ({upper}) "
-    "WITH ({storage})"
-)
-
-# -- partition_storage -- The storage parameters a partition has now (``name=value``).
-PARTITION_STORAGE = "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = to_regclass(%s)"
-
-# -- set_storage -- Give an existing partition the storage parameters {storage}.
-SET_STORAGE = sql.SQL("ALTER TABLE {partition} SET ({storage})")
-
-# -- partition_has_rows -- Whether a {partition} holds any row.
-PARTITION_HAS_ROWS = sql.SQL("SELECT EXISTS (SELECT 1 FROM {partition})")
-
-# -- archive_range_retained -- Whether any queue still keeps rows of an archive {partition}:
-# its newest row there is within its retention. One probe of the (queue_id, archived_at)
-# index per queue, so it costs nothing like a scan of the range.
-ARCHIVE_RANGE_RETAINED = sql.SQL("""
-SELECT EXISTS (SELECT 1 FROM pgq_queue q
-               WHERE (SELECT max(a.archived_at) FROM {partition} a WHERE a.queue_id = q.id)
-                     >= clock_timestamp() - make_interval(secs => q.retention))
-""")
-
-# -- archive_range_last -- The newest archived_at of an archive {partition} (its index).
-ARCHIVE_RANGE_LAST = sql.SQL("SELECT max(archived_at) FROM {partition}")
-
-# -- count_rows -- How many rows a {partition} holds (once, before it is dropped whole).
-COUNT_ROWS = sql.SQL("SELECT count(*) FROM {partition}")
-
-# -- drop_stash -- Remove the repair's temporary {stash} (before commit would).
-DROP_STASH = sql.SQL("DROP TABLE {stash}")
-
-# -- drop_partition -- Remove a drained {partition}.
-DROP_PARTITION = sql.SQL("DROP TABLE {partition}")
 
 
 @dataclass(frozen=True)
@@ -146,43 +54,27 @@ class Partition:
     upper: int  # exclusive
 
 
-def _cursor() -> Any:
-    return connections[settings.DATABASE].cursor()
-
-
-def _render(statement: sql.Composable) -> str:
-    """Compose identifiers and literals against the live connection's encoding."""
-    db = connections[settings.DATABASE]
-    db.ensure_connection()
-    return statement.as_string(db.connection)
+# The statements run through the one runner (pgq_django.db) on the queue database, never
+# prepared: their texts vary with the identifiers filled in, and upkeep runs rarely.
 
 
 def _one(statement: str | sql.Composable, params: Any = None) -> Any:
-    """The statement's first row."""
-    text = statement if isinstance(statement, str) else _render(statement)
-    with _cursor() as cursor:
-        cursor.execute(text, params)
-        return cursor.fetchone()
+    """The statement's first row (named fields)."""
+    return db.run_one(statement, params, prepare=False)
 
 
 def _all(statement: str | sql.Composable, params: Any = None) -> list[Any]:
-    """Every row of the statement."""
-    text = statement if isinstance(statement, str) else _render(statement)
-    with _cursor() as cursor:
-        cursor.execute(text, params)
-        return list(cursor.fetchall())
+    """Every row of the statement (named fields)."""
+    return db.run_all(statement, params, prepare=False)
 
 
 def _run(statement: str | sql.Composable, params: Any = None) -> int:
     """Run a statement for its effect (DDL, locks, moves); returns the rows it touched."""
-    text = statement if isinstance(statement, str) else _render(statement)
-    with _cursor() as cursor:
-        cursor.execute(text, params)
-        return int(cursor.rowcount)
+    return db.run_rowcount(statement, params, prepare=False)
 
 
 def list_partitions(table: str) -> list[Partition]:
-    rows = _all(LIST_PARTITIONS, [table])
+    rows = _all(statements.LIST_PARTITIONS, [table])
     found = []
     for name, bound in rows:
         match = _BOUND.search(bound or "")
@@ -192,7 +84,7 @@ def list_partitions(table: str) -> list[Partition]:
 
 
 def sequence_position() -> int:
-    return int(_one(SEQUENCE_POSITION)[0])
+    return int(_one(statements.SEQUENCE_POSITION)[0])
 
 
 def _default(table: str) -> sql.Identifier:
@@ -201,14 +93,14 @@ def _default(table: str) -> sql.Identifier:
 
 def _default_max_id(table: str) -> int:
     """The highest id sitting in the default partition (ranges must start above it)."""
-    return int(_one(DEFAULT_MAX_ID.format(partition=_default(table)))[0])
+    return int(_one(statements.DEFAULT_MAX_ID.format(partition=_default(table)))[0])
 
 
 def _exclusive(table: str, lock_timeout_ms: int) -> None:
     """In the current transaction: lock ``table`` exclusively, waiting at most the timeout."""
     timeout = sql.Literal(f"{lock_timeout_ms}ms")
-    _run(SET_LOCK_TIMEOUT.format(timeout=timeout))
-    _run(LOCK_PARENT.format(table=sql.Identifier(table)))
+    _run(statements.SET_LOCK_TIMEOUT.format(timeout=timeout))
+    _run(statements.LOCK_PARENT.format(table=sql.Identifier(table)))
 
 
 # -- storage ---------------------------------------------------------------------------------
@@ -244,7 +136,7 @@ def _storage_sql(options: dict[str, Any]) -> sql.Composable:
 
 
 def _current_storage(name: str) -> dict[str, str]:
-    row = _one(PARTITION_STORAGE, [name])
+    row = _one(statements.PARTITION_STORAGE, [name])
     return dict(option.split("=", 1) for option in (row[0] if row else []))
 
 
@@ -266,7 +158,7 @@ def tune_live_partitions(*, dry_run: bool = False) -> list[str]:
         if not _storage_differs(name, wanted):
             continue
         if not dry_run:
-            statement = SET_STORAGE.format(
+            statement = statements.SET_STORAGE.format(
                 partition=sql.Identifier(name), storage=_storage_sql(wanted)
             )
             _run(statement)
@@ -276,7 +168,7 @@ def tune_live_partitions(*, dry_run: bool = False) -> list[str]:
 
 def _create(table: str, lower: int, upper: int) -> str:
     name = f"{table}_r{lower}"
-    statement = CREATE_PARTITION.format(
+    statement = statements.CREATE_PARTITION.format(
         partition=sql.Identifier(name),
         table=sql.Identifier(table),
         lower=sql.Literal(lower),
@@ -364,18 +256,18 @@ def plan_repair(table: str) -> list[tuple[int, int, int]]:
     start = -(2**63)
     default = _default(table)
     while True:
-        found = _one(DEFAULT_NEXT_ID.format(partition=default), [start])[0]
+        found = _one(statements.DEFAULT_NEXT_ID.format(partition=default), [start])[0]
         if found is None:
             return planned
         lower, upper = _slot(int(found), ranges, size)
-        rows = int(_one(COUNT_RANGE.format(partition=default), [lower, upper])[0])
+        rows = int(_one(statements.COUNT_RANGE.format(partition=default), [lower, upper])[0])
         planned.append((lower, upper, rows))
         ranges.append((lower, upper))
         start = upper
 
 
 def _columns(table: str) -> sql.Composable:
-    names = [row[0] for row in _all(TABLE_COLUMNS, [table])]
+    names = [row[0] for row in _all(statements.TABLE_COLUMNS, [table])]
     return sql.SQL(", ").join(sql.Identifier(n) for n in names)
 
 
@@ -393,14 +285,16 @@ def _move_out_of_default(table: str, lower: int, upper: int, lock_timeout_ms: in
         _exclusive(table, lock_timeout_ms)
         columns = _columns(table)
         parent = sql.Identifier(table)
-        _run(CREATE_STASH.format(stash=stash, table=parent))
+        _run(statements.CREATE_STASH.format(stash=stash, table=parent))
         moved = _run(
-            STASH_DEFAULT_ROWS.format(partition=_default(table), columns=columns, stash=stash),
+            statements.STASH_DEFAULT_ROWS.format(
+                partition=_default(table), columns=columns, stash=stash
+            ),
             [lower, upper],
         )
         _create(table, lower, upper)
-        _run(RESTORE_STASH.format(table=parent, columns=columns, stash=stash))
-        _run(DROP_STASH.format(stash=stash))
+        _run(statements.RESTORE_STASH.format(table=parent, columns=columns, stash=stash))
+        _run(statements.DROP_STASH.format(stash=stash))
     return int(moved)
 
 
@@ -459,9 +353,9 @@ def _archive_droppable(part: Partition) -> tuple[bool, str]:
     ident = sql.Identifier(part.name)
     if not _has_rows(part):
         return True, ""
-    if _one(ARCHIVE_RANGE_RETAINED.format(partition=ident))[0]:
+    if _one(statements.ARCHIVE_RANGE_RETAINED.format(partition=ident))[0]:
         return False, "rows within retention"
-    last = _one(ARCHIVE_RANGE_LAST.format(partition=ident))[0]
+    last = _one(statements.ARCHIVE_RANGE_LAST.format(partition=ident))[0]
     if settings.ARCHIVE_DROP_REQUIRES_EXPORT and not exports_cover(last):
         return False, "not exported yet"
     return True, ""
@@ -474,11 +368,11 @@ def _droppable(part: Partition) -> tuple[bool, str]:
 
 
 def _has_rows(part: Partition) -> bool:
-    return bool(_one(PARTITION_HAS_ROWS.format(partition=sql.Identifier(part.name)))[0])
+    return bool(_one(statements.PARTITION_HAS_ROWS.format(partition=sql.Identifier(part.name)))[0])
 
 
 def _rows(part: Partition) -> int:
-    return int(_one(COUNT_ROWS.format(partition=sql.Identifier(part.name)))[0])
+    return int(_one(statements.COUNT_ROWS.format(partition=sql.Identifier(part.name)))[0])
 
 
 def _drop(part: Partition, lock_timeout_ms: int) -> bool:
@@ -489,7 +383,7 @@ def _drop(part: Partition, lock_timeout_ms: int) -> bool:
             _exclusive(part.table, lock_timeout_ms)
             if not _droppable(part)[0]:
                 return False
-            _run(DROP_PARTITION.format(partition=sql.Identifier(part.name)))
+            _run(statements.DROP_PARTITION.format(partition=sql.Identifier(part.name)))
             return True
     except OperationalError:  # lock_timeout: the queue is busy; try at the next run
         return False
@@ -540,7 +434,7 @@ def upkeep(
     there, with every change made so far committed and nothing half-done. A run that finds
     another holding the upkeep lock yields one ``busy`` line and changes nothing.
     """
-    if not dry_run and not _one(TRY_UPKEEP_LOCK)[0]:
+    if not dry_run and not _one(statements.TRY_UPKEEP_LOCK)[0]:
         yield "busy: another upkeep run holds the lock; nothing done"
         return
     try:
@@ -557,7 +451,7 @@ def upkeep(
                     return
     finally:
         if not dry_run:
-            _one(UPKEEP_UNLOCK)
+            _one(statements.UPKEEP_UNLOCK)
 
 
 def run_maintenance(premake: int | None = None, *, dry_run: bool = False) -> list[str]:

@@ -19,7 +19,8 @@ from django.test import override_settings
 from psycopg import sql
 
 import pgq_django as pgq
-from pgq_django import delivery, managers, partitions
+from pgq_django import partitions
+from pgq_django.sql import delivery, messages
 
 SIZE = 100
 
@@ -102,8 +103,8 @@ def _message_partitions(plan: dict[str, Any]) -> set[str]:
 def test_read_by_id_touches_one_partition_in_either_plan(three_ranges):
     queue, lowers, by_range = three_ranges
     params = {"queue": queue.name, "msg_id": by_range[lowers[1]][0]}
-    assert _message_partitions(_custom_plan(managers.READ_BY_ID, params)) == {_live(lowers[1])}
-    generic = _generic_plan(managers.READ_BY_ID, params)
+    assert _message_partitions(_custom_plan(messages.READ_BY_ID, params)) == {_live(lowers[1])}
+    generic = _generic_plan(messages.READ_BY_ID, params)
     # The generic plan lists every partition; the executor removed all but one at start-up.
     scanned = _message_partitions(generic)
     assert len(scanned) == 1 and _removed(generic) >= 3
@@ -114,9 +115,9 @@ def test_ack_and_archive_by_ids_touch_only_the_partitions_holding_those_ids(thre
     ids = by_range[lowers[0]][:3] + by_range[lowers[2]][:2]
     params = {"queue": queue.name, "ids": ids, "cts": [None] * len(ids), "result": None}
     wanted = {_live(lowers[0]), _live(lowers[2])}
-    assert _message_partitions(_custom_plan(managers.DELETE[False], params)) == wanted
+    assert _message_partitions(_custom_plan(messages.DELETE[False], params)) == wanted
     archive = {**params, "outcome": "archived", "error": None}
-    assert _message_partitions(_custom_plan(managers.ARCHIVE, archive)) == wanted
+    assert _message_partitions(_custom_plan(messages.ARCHIVE, archive)) == wanted
 
 
 def test_a_generic_plan_of_an_ack_cannot_prune_an_array_parameter(three_ranges):
@@ -129,7 +130,7 @@ def test_a_generic_plan_of_an_ack_cannot_prune_an_array_parameter(three_ranges):
     queue, lowers, by_range = three_ranges
     ids = by_range[lowers[0]][:3]
     params = {"queue": queue.name, "ids": ids, "cts": [None] * len(ids), "result": None}
-    generic = _generic_plan(managers.DELETE[False], params)
+    generic = _generic_plan(messages.DELETE[False], params)
     assert {_live(lo) for lo in lowers} <= _message_partitions(generic)
     assert _removed(generic) == 0
 
@@ -153,7 +154,7 @@ def test_the_hot_read_walks_the_ready_index_of_each_live_partition(three_ranges)
     """
     queue, lowers, _ = three_ranges
     params = {"queue": queue.name, "qty": 10, "vt": 30, "max_bytes": 10**6}
-    plan = _custom_plan(managers.READ[False].format(filters=""), params)
+    plan = _custom_plan(messages.READ[False].format(filters=""), params)
     # The queue lookup may scan the tiny pgq_queue table; the message partitions must not.
     scanned = {n.get("Relation Name", "") for n in _nodes(plan, "Seq Scan")}
     assert not {r for r in scanned if r.startswith("pgq_message")}, scanned

@@ -21,6 +21,7 @@ from django.test import override_settings
 import pgq_django as pgq
 from pgq_django import partitions
 from pgq_django.models import ArchivedMessage, Message
+from pgq_django.sql import partitions as partition_sql
 
 from .conftest import _conninfo
 
@@ -232,14 +233,14 @@ def test_with_export_required_an_archive_range_waits_for_an_export_covering_it(
 def test_a_second_upkeep_run_does_nothing_while_one_holds_the_lock(past_every_range):
     before = partitions.list_partitions("pgq_message")
     with psycopg.connect(_conninfo(connection.settings_dict["NAME"]), autocommit=True) as other:
-        assert other.execute(partitions.TRY_UPKEEP_LOCK).fetchone()[0]
+        assert other.execute(partition_sql.TRY_UPKEEP_LOCK).fetchone()[0]
         assert partitions.run_maintenance() == [
             "busy: another upkeep run holds the lock; nothing done"
         ]
         assert partitions.list_partitions("pgq_message") == before
         # A dry run only reads, so it still shows the plan.
         assert any(a.startswith("create ") for a in partitions.run_maintenance(dry_run=True))
-        other.execute(partitions.UPKEEP_UNLOCK)  # (closing the session frees it, but later)
+        other.execute(partition_sql.UPKEEP_UNLOCK)  # (closing the session frees it, but later)
     assert any(a.startswith("create ") for a in partitions.run_maintenance())
 
 

@@ -1,7 +1,8 @@
 """Cancellation, completion tracking, redrive and queue callbacks.
 
-These sit beside :mod:`.messages`: each validates its arguments, runs one named statement of
-:mod:`pgq_django.delivery`, and turns "no such queue" into QueueNotFound.
+These sit beside :mod:`.messages`: each validates its arguments, calls one delivery method of
+``Message.objects`` (:mod:`pgq_django.managers.delivery`), and turns "no such queue" into
+QueueNotFound.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .. import delivery as sql
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueNotFound
 from ..models import ArchivedMessage, Outcome
@@ -73,23 +73,21 @@ def result(msg_id: MessageRef) -> Result | None:
     queues whose outcomes matter (task queues) should archive on ack.
     """
     ident = message_ref(msg_id)[0]
-    row = sql.run(sql.RESULT, {"msg_id": ident})
+    row = message_manager().result(ident)
     if row is None:
         return None
-    _where, queue_name, outcome, value, error, archived_at, *cols = row
-    columns = dict(zip(sql.MESSAGE_COLUMNS, cols, strict=True))
     return Result(
         msg_id=ident,
-        queue_name=queue_name,
-        outcome=outcome,
-        result=value,
-        error=error,
-        attempts=columns["read_ct"],
-        enqueued_at=columns["enqueued_at"],
-        finished_at=archived_at,
-        headers=columns["headers"] or {},
-        message=columns["message"],
-        cancel_requested=columns["cancel_requested"],
+        queue_name=row.queue_name,
+        outcome=row.outcome,
+        result=row.result,
+        error=row.error,
+        attempts=row.read_ct,
+        enqueued_at=row.enqueued_at,
+        finished_at=row.finished_at,
+        headers=row.headers or {},
+        message=row.message,
+        cancel_requested=row.cancel_requested,
     )
 
 
@@ -99,10 +97,10 @@ def cancel(queue: QueueRef, msg_id: MessageRef) -> bool:
     flagged ``cancel_requested`` (see :func:`cancel_requested`) and is archived as cancelled
     instead of being delivered again. False for an unknown message."""
     name = v.name(queue)
-    row = sql.run(sql.CANCEL, {"queue": name, "msg_id": message_ref(msg_id)[0]})
-    if row is None or row[0] is None:
+    queue_id, outcome = message_manager().cancel(name, message_ref(msg_id)[0])
+    if queue_id is None:
         raise queue_missing(name)
-    return row[1] is not None
+    return outcome is not None
 
 
 @recovers()
@@ -112,8 +110,7 @@ def cancel_requested(msg_id: MessageRef) -> bool:
     A long handler checks this between steps and stops early; it reads committed state, so it
     sees a cancel made while the handler's own transaction is open.
     """
-    row = sql.run(sql.CANCEL_REQUESTED, {"msg_id": message_ref(msg_id)[0]})
-    return bool(row and row[0])
+    return message_manager().cancel_requested(message_ref(msg_id)[0])
 
 
 @recovers(False)
@@ -147,19 +144,10 @@ def redrive(
         from .queues import get_queue
 
         get_queue(dest)
-    row = sql.run(
-        sql.REDRIVE,
-        {
-            "dlq": name,
-            "to": dest,
-            "origins": only,
-            "limit": count,
-            "channel": settings.NOTIFY_CHANNEL,
-        },
-    )
-    if row is None or row[0] is None:
+    queue_id, moved = message_manager().redrive(name, to=dest, origins=only, limit=count)
+    if queue_id is None:
         raise QueueNotFound.for_name(name)
-    return int(row[1])
+    return moved
 
 
 @recovers()
@@ -172,7 +160,7 @@ def dead_letter_origins(dead_letter_queue: QueueRef) -> dict[str, int]:
     from .queues import get_queue
 
     queue = get_queue(dead_letter_queue)
-    return {name: int(n) for name, n in sql.run_all(sql.DEAD_LETTER_ORIGINS, {"dlq": queue.name})}
+    return message_manager().dead_letter_origins(queue.name)
 
 
 @recovers(False)
@@ -285,18 +273,10 @@ def release_leases(queue: QueueRef, msg_ids: MessageRefs) -> list[int]:
     _single, refs = message_refs(msg_ids)
     if any(ct is None for _id, ct in refs):
         raise InvalidArgument("release_leases needs receipts or leased messages, not bare ids.")
-    row = sql.run(
-        sql.RELEASE_LEASES,
-        {
-            "queue": name,
-            "ids": [r[0] for r in refs],
-            "cts": [r[1] for r in refs],
-            "channel": settings.NOTIFY_CHANNEL,
-        },
-    )
-    if row is None or row[0] is None:
+    queue_id, released = message_manager().release_leases(name, refs)
+    if queue_id is None:
         raise queue_missing(name)
-    return list(row[1])
+    return list(released)
 
 
 @recovers()

@@ -162,9 +162,7 @@ def _refuse_dead_letter_cycle(queue: Queue, dlq: Queue) -> None:
     Callers hold a transaction; the advisory lock makes concurrent changes to dead-letter
     queues take turns, and each step of the walk reads what the previous holder committed.
     """
-    from .. import delivery as sql
-
-    sql.run(sql.LOCK_DEAD_LETTER_GRAPH, {})
+    Queue.objects.db_manager(_db()).lock_dead_letter_graph()
     path = [queue.name]
     current: int | None = dlq.pk
     while current is not None and len(path) <= 10_000:

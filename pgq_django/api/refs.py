@@ -9,7 +9,6 @@ statements take, the read_ct fencing out a consumer whose lease was taken over.
 
 from __future__ import annotations
 
-from ..conf import settings
 from ..exceptions import MessageTooLarge, PgqError, QueueFull, QueueNotFound, QueuePaused
 from ..managers import MessageManager
 from ..models import Message, Receipt
@@ -21,8 +20,13 @@ Fence = tuple[int, int | None]
 
 
 def message_manager() -> MessageManager:
-    """The Message manager on the queue database (``PGQ["DATABASE"]``)."""
-    return Message.objects.db_manager(settings.DATABASE)
+    """The Message manager on the queue database (``PGQ["DATABASE"]``).
+
+    ``Message.objects`` itself: its statement methods already run on ``PGQ["DATABASE"]``
+    unless bound elsewhere (:class:`~pgq_django.managers.base.SqlManager`), so no per-call
+    ``db_manager()`` copy is needed on the hot path.
+    """
+    return Message.objects
 
 
 def message_ref(value: MessageRef) -> Fence:

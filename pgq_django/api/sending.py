@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any, TypedDict
 
-from .. import delivery as sql
 from ..conf import settings
 from ..exceptions import InvalidArgument, MessageTooLarge, QueueFull
 from ..types import Duration, QueueRef
@@ -100,22 +99,12 @@ def _insert(name: str, bodies: list[str], size: int, opts: dict[str, Any]) -> li
 
 def send_deduplicated(name: str, body: str, *, size: int, **options: Any) -> int:
     """Send one message under a dedup_id; a repeat within 5 minutes returns the first id."""
-    row = sql.run(
-        sql.SEND_DEDUPLICATED,
-        {
-            "queue": name,
-            "body": body,
-            "size": size,
-            "window": sql.DEDUP_WINDOW_SECONDS,
-            "channel": settings.NOTIFY_CHANNEL,
-            **options,
-        },
-    )
-    if row is None or row[0] is None:
+    row = message_manager().send_deduplicated(name, body, size=size, **options)
+    if row.found_queue_id is None:
         raise queue_missing(name, size=size)
-    if row[4]:
+    if row.queue_full:
         raise queue_full(name, 1)
-    return int(row[1])
+    return int(row.msg_id)
 
 
 def _bodies(messages: Iterable[Any], headers: Any) -> list[str]:

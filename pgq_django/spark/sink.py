@@ -3,8 +3,8 @@
 Executors have no Django, so a task does not call :func:`pgq_django.send_batch`; it checks
 each row with the same checks (:func:`pgq_django.api.validation.send_options` and
 :func:`~pgq_django.api.validation.body`) and runs the same statements the functional API
-runs (:data:`pgq_django.managers.SEND`, :data:`pgq_django.delivery.SEND_DEDUPLICATED`,
-:data:`pgq_django.routing.PUBLISH`) over psycopg, so a row written by Spark is the row
+runs (:data:`pgq_django.sql.messages.SEND`, :data:`pgq_django.sql.delivery.SEND_DEDUPLICATED`,
+:data:`pgq_django.sql.exchanges.PUBLISH`) over psycopg, so a row written by Spark is the row
 ``send`` would have written: same defaults, counters and wake-ups. Configuring Django in
 every executor instead would need the project's settings and code on each worker machine,
 and Django's connection handling per Python worker, for no different result.
@@ -35,6 +35,7 @@ from ..exceptions import (
     PgqError,
     QueueNotFound,
 )
+from ..sql import spark as statements
 from . import queries
 from .options import WriteOptions
 
@@ -162,14 +163,14 @@ def _merge_sends(ops: Sequence[_Op]) -> list[_Op]:
 
 def _statement(kind: str) -> str:
     if kind == "send":
-        from ..managers import SEND
+        from ..sql.messages import SEND
 
         return SEND
     if kind == "dedup":
-        from ..delivery import SEND_DEDUPLICATED
+        from ..sql.delivery import SEND_DEDUPLICATED
 
         return SEND_DEDUPLICATED
-    from ..routing import PUBLISH
+    from ..sql.exchanges import PUBLISH
 
     return PUBLISH
 
@@ -215,11 +216,13 @@ class QueueWriter(DataSourceWriter):
 
     def _max_size(self, conn: psycopg.Connection[Any]) -> int | None:
         if not self.opts.queue:
-            found = conn.execute(queries.EXCHANGE_EXISTS, {"name": self.opts.exchange}).fetchone()
+            found = conn.execute(
+                statements.EXCHANGE_EXISTS, {"name": self.opts.exchange}
+            ).fetchone()
             if not (found and found[0]):
                 raise ExchangeNotFound(f"Exchange {self.opts.exchange!r} does not exist.")
             return None
-        from ..managers import QUEUE_STATE
+        from ..sql.queues import QUEUE_STATE
 
         state = conn.execute(QUEUE_STATE, [self.opts.queue]).fetchone()
         if state is None:

@@ -33,6 +33,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ..sql import spark as statements
 from . import queries
 from .options import ArchiveStreamOptions, ConsumeOptions, ReadOptions, WriteOptions
 
@@ -182,17 +183,17 @@ class ArchiveStreamReader(DataSourceStreamReader):
     def _frontier(self) -> int:
         """The highest msg_id a batch may end at now (see the class docstring)."""
         with queries.connect(self.opts.read.dsn) as conn:
-            position, xmax = conn.execute(queries.ID_HORIZON).fetchone() or (0, 0)
+            position, xmax = conn.execute(statements.ID_HORIZON).fetchone() or (0, 0)
             deadline = time.monotonic() + self.opts.settle_seconds
             while True:
-                (oldest,) = conn.execute(queries.OLDEST_RUNNING).fetchone() or (0,)
+                (oldest,) = conn.execute(statements.OLDEST_RUNNING).fetchone() or (0,)
                 if oldest >= xmax:
                     self._settled = max(self._settled, int(position or 0))
                     break
                 if time.monotonic() > deadline:
                     break  # a long transaction: keep the last settled position
                 time.sleep(0.02)
-            archived, live = conn.execute(queries.ARCHIVE_FRONTIER).fetchone() or (None, None)
+            archived, live = conn.execute(statements.ARCHIVE_FRONTIER).fetchone() or (None, None)
         bounds = [self._settled, archived or 0]
         if live is not None:
             bounds.append(live - 1)
@@ -268,7 +269,7 @@ class QueueStreamReader(DataSourceStreamReader):
         from psycopg.rows import namedtuple_row
 
         from ..exceptions import QueueNotFound
-        from ..managers import QUEUE_STATE
+        from ..sql.queues import QUEUE_STATE
 
         with self._conn().cursor(row_factory=namedtuple_row) as cursor:
             state = cursor.execute(QUEUE_STATE, [self.opts.queue]).fetchone()
@@ -282,7 +283,8 @@ class QueueStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict[str, Any]:
         from ..conf import DEFAULTS
-        from ..managers import MESSAGE_COLUMNS, READ
+        from ..sql.fragments import MESSAGE_COLUMNS
+        from ..sql.messages import READ
 
         read_max_bytes = DEFAULTS["READ_MAX_BYTES"]
 
@@ -333,7 +335,7 @@ class QueueStreamReader(DataSourceStreamReader):
         ids = [r[0] for r in partition.receipts]
         cts = [r[1] for r in partition.receipts]
         with queries.connect(self.opts.dsn) as conn:
-            rows = conn.execute(queries.LEASED_ROWS, {"ids": ids, "cts": cts}).fetchall()
+            rows = conn.execute(statements.LEASED_ROWS, {"ids": ids, "cts": cts}).fetchall()
         if rows:
             yield to_record_batch(sorted(rows, key=lambda r: r[0]))
 
@@ -342,7 +344,7 @@ class QueueStreamReader(DataSourceStreamReader):
 
     def _ack(self, offset: dict) -> None:
         """Delete (or archive as acked) a committed batch's messages, once per batch."""
-        from ..managers import DELETE
+        from ..sql.messages import DELETE
 
         batch = int(offset.get("batch", 0))
         receipts = _decode(offset.get("receipts", ""))

@@ -2,7 +2,9 @@
 
 Each worker's leader thread keeps trying ``pg_try_advisory_lock`` on a dedicated
 connection. The holder runs the maintenance duties; when its process dies the connection
-closes, the lock is released, and another worker takes over within a tick.
+closes, the lock is released, and another worker takes over within a tick. The lock lives as
+long as that session, so its statements (:mod:`pgq_django.sql.leader`) run on it directly
+rather than through :mod:`pgq_django.db`.
 """
 
 from __future__ import annotations
@@ -14,15 +16,11 @@ from typing import Any
 
 import psycopg
 
+from ..sql import leader as sql
 from . import maintenance
 from .service import Service, ServiceConfig
 
 logger = logging.getLogger("pgq_django.worker")
-
-# The advisory lock key: the first 8 bytes of md5("pgq_django.leader") as a signed bigint.
-LOCK_KEY = "('x' || left(md5('pgq_django.leader'), 16))::bit(64)::bigint"
-LOCK_SQL = f"SELECT pg_try_advisory_lock({LOCK_KEY})"
-UNLOCK_SQL = f"SELECT pg_advisory_unlock({LOCK_KEY})"
 
 
 @dataclass(frozen=True)
@@ -59,12 +57,12 @@ class Leader(Service[LeaderConfig]):
             self._conn = psycopg.connect(**connection_params(self.alias), autocommit=True)
             self.is_leader = False
         if not self.is_leader:
-            self.is_leader = bool(self._conn.execute(LOCK_SQL).fetchone()[0])
+            self.is_leader = bool(self._conn.execute(sql.TRY_LEADER_LOCK).fetchone()[0])
             if self.is_leader:
                 logger.info("event=leader_elected")
                 self.elected.set()
         else:
-            self._conn.execute("SELECT 1")  # still connected, so still holding the lock
+            self._conn.execute(sql.LEADER_PING)  # still connected, so still holding the lock
         return self.is_leader
 
     def run(self) -> None:
@@ -85,7 +83,7 @@ class Leader(Service[LeaderConfig]):
         if self._conn is not None and not self._conn.closed:
             try:
                 if self.is_leader:
-                    self._conn.execute(UNLOCK_SQL)
+                    self._conn.execute(sql.LEADER_UNLOCK)
             finally:
                 self._conn.close()
         self.is_leader = False
