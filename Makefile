@@ -14,7 +14,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,docs,tasks,bench,asgi]'
+	$(BIN)/python -m pip install -q -e '.[dev,docs,tasks,bench,asgi,spark]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -11,7 +11,14 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-MODULES = ("bench.core", "bench.workers", "bench.exchanges", "bench.rest", "bench.sqs")
+MODULES = (
+    "bench.core",
+    "bench.workers",
+    "bench.exchanges",
+    "bench.rest",
+    "bench.sqs",
+    "bench.spark",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,7 +4,7 @@ Three contenders do the same work on one database, interleaved round by round:
 
 - ``pgq_django``: the public API (``pgq.send``, ``pgq.send_batch``, ``pgq.read``,
   ``pgq.delete``) through Django's connection.
-- ``hand SQL``: the statements of pgq_django/managers.py (SEND, READ, DELETE) rewritten by
+- ``hand SQL``: the statements of pgq_django/sql/messages.py (SEND, READ, DELETE) rewritten by
   hand and run with plain psycopg, as a team without Django would: same tables, same work
   (queue lookup by name, counters, NOTIFY), no ORM, no validation, tuples instead of models.
   The ratio to it is what pgq_django's Python layer costs.
@@ -35,7 +35,7 @@ from . import common
 
 BODY = {"event": "order.created", "order_id": 12345, "items": ["a", "b", "c"], "note": "x" * 64}
 
-# -- the hand-written statements: managers.SEND / READ / DELETE without Django -------------
+# -- the hand-written statements: sql.messages.SEND / READ / DELETE without Django ---------
 
 HAND_SEND = """
 WITH q AS (
@@ -168,7 +168,7 @@ class Pgq(Contender):
 
 
 class Hand(Contender):
-    """managers.py's statements by hand with psycopg (autocommit, psycopg's defaults)."""
+    """sql/messages.py's statements by hand with psycopg (autocommit, psycopg's defaults)."""
 
     name = "hand"
     label = "hand SQL"

@@ -8,7 +8,7 @@ from django.conf import settings as django_settings
 from django.core import checks
 from django.db import connections
 
-from .conf import DEFAULTS, settings
+from .conf import DEFAULTS, REMOVED_SETTINGS, removed_message, settings
 
 
 @checks.register(checks.Tags.database, deploy=False)
@@ -17,6 +17,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     user = getattr(django_settings, "PGQ", None) or {}
     if not isinstance(user, dict):
         return [checks.Error("settings.PGQ must be a dict.", id="pgq_django.E001")]
+    removed = [key for key in user if key in REMOVED_SETTINGS]
+    if removed:
+        # Every other setting is unreadable until these go (see conf.REMOVED_SETTINGS).
+        return [checks.Error(removed_message(key), id="pgq_django.E006") for key in removed]
     for key in user:
         if key not in DEFAULTS:
             errors.append(

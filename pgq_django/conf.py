@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 DEFAULTS: dict[str, Any] = {
@@ -29,7 +30,7 @@ DEFAULTS: dict[str, Any] = {
     # Byte budgets (see docs/reference/settings.md): a read or pop returns at most
     # READ_MAX_BYTES // the queue's max_message_size messages (and never more than qty); a
     # send_batch holds at most SEND_BATCH_MAX_MESSAGES bodies of SEND_BATCH_MAX_BYTES in all.
-    "READ_MAX_BYTES": 64 * 1024 * 1024,
+    "READ_MAX_BYTES": 256 * 1024 * 1024,
     "SEND_BATCH_MAX_MESSAGES": 10_000,
     "SEND_BATCH_MAX_BYTES": 64 * 1024 * 1024,
     # Metrics count a queue's messages (and find its leased ones) exactly up to this many;
@@ -44,13 +45,22 @@ DEFAULTS: dict[str, Any] = {
     "PARTITION_SIZE": 10_000_000,
     # How many partitions ahead of the sequence maintenance keeps ready.
     "PARTITION_PREMAKE": 2,
+    # Storage parameters every live (pgq_message) partition gets, beside its fillfactor:
+    # autovacuum by a fixed count of dead rows, unthrottled (see docs/operations.md).
+    "LIVE_PARTITION_STORAGE": {
+        "autovacuum_vacuum_scale_factor": 0.0,
+        "autovacuum_vacuum_threshold": 20000,
+        "autovacuum_vacuum_cost_delay": 0,
+        "autovacuum_analyze_scale_factor": 0.0,
+        "autovacuum_analyze_threshold": 20000,
+    },
+    # Drop an archive range past retention only once a recorded Spark export covers it.
+    "ARCHIVE_DROP_REQUIRES_EXPORT": False,
     # Worker defaults (pgq_worker command).
     "WORKER_CONCURRENCY": 1,
     "WORKER_POLL_INTERVAL": 1.0,
     "WORKER_GRACE_PERIOD": 30.0,
     "WORKER_MAINTENANCE_INTERVAL": 60.0,
-    # Translators that can be switched off as a whole.
-    "REST_ENABLED": True,
     # REST API (pgq_django.rest): authentication classes as dotted paths; None means DRF's
     # DEFAULT_AUTHENTICATION_CLASSES when the project sets them, else HTTP basic, session and
     # (when rest_framework.authtoken is installed) DRF token authentication.
@@ -81,9 +91,59 @@ DEFAULTS: dict[str, Any] = {
     "SQS_CLOCK_SKEW": 900,
 }
 
+# Keys that no longer exist, and what to do instead. Settings that are read nowhere are
+# removed rather than kept as switches that do nothing; a project still setting one gets
+# this message (from the system checks, and from the first read of any setting) instead of
+# silently unchanged behaviour.
+REMOVED_SETTINGS: dict[str, str] = {
+    "REST_ENABLED": (
+        "The REST API is served only where the project mounts it: include "
+        "'pgq_django.rest.urls' in its URLconf to serve it, leave it out to switch it off."
+    ),
+}
+
 
 class PgqSettings:
-    """Attribute access to the merged settings, cached until ``setting_changed``."""
+    """Attribute access to the merged settings, cached until ``setting_changed``.
+
+    The annotations tell type checkers what each key holds (one per key of DEFAULTS; a test
+    keeps them in step); the values come from ``__getattr__``.
+    """
+
+    DATABASE: str
+    DEFAULT_VISIBILITY_TIMEOUT: float
+    DEFAULT_RETENTION: float
+    DEFAULT_MAX_MESSAGE_SIZE: int
+    DEFAULT_MAX_RETRIES: int
+    DEFAULT_RETRY_DELAY: float
+    PREPARED_STATEMENTS: bool
+    READ_MAX_BYTES: int
+    SEND_BATCH_MAX_MESSAGES: int
+    SEND_BATCH_MAX_BYTES: int
+    METRICS_EXACT_COUNT: int
+    MAX_WAIT_SECONDS: float
+    NOTIFY_CHANNEL: str
+    PARTITION_SIZE: int
+    PARTITION_PREMAKE: int
+    LIVE_PARTITION_STORAGE: dict[str, float | int | bool]
+    ARCHIVE_DROP_REQUIRES_EXPORT: bool
+    WORKER_CONCURRENCY: int
+    WORKER_POLL_INTERVAL: float
+    WORKER_GRACE_PERIOD: float
+    WORKER_MAINTENANCE_INTERVAL: float
+    REST_AUTHENTICATION_CLASSES: list[str] | None
+    REST_MAX_BODY_SIZE: int
+    REST_MAX_BATCH: int
+    REST_DEFAULT_LIMIT: int
+    REST_MAX_LIMIT: int
+    REST_MAX_WAIT_SECONDS: float
+    REST_POLL_INTERVAL: float
+    METRICS_PERMISSION: str
+    METRICS_TOKEN: str | None
+    ASGI_THREADS: int
+    SQS_ENABLED: bool
+    SQS_ACCOUNT_ID: str
+    SQS_CLOCK_SKEW: float
 
     def __init__(self, defaults: dict[str, Any] | None = None) -> None:
         self.defaults = defaults or DEFAULTS
@@ -95,8 +155,12 @@ class PgqSettings:
 
     def as_dict(self) -> dict[str, Any]:
         if self._cached is None:
+            user = self.user_settings
+            for key in user:
+                if key in REMOVED_SETTINGS:
+                    raise ImproperlyConfigured(removed_message(key))
             merged = dict(self.defaults)
-            merged.update(self.user_settings)
+            merged.update(user)
             self._cached = merged
         return self._cached
 
@@ -107,6 +171,11 @@ class PgqSettings:
 
     def reload(self) -> None:
         self._cached = None
+
+
+def removed_message(key: str) -> str:
+    """What to tell a project that still sets a removed key."""
+    return f"settings.PGQ[{key!r}] has been removed. {REMOVED_SETTINGS[key]}"
 
 
 settings = PgqSettings()

@@ -58,6 +58,11 @@ class QueueNotFound(PgqError):
     sqs_code = "AWS.SimpleQueueService.NonExistentQueue"
     default_message = "The queue does not exist."
 
+    @classmethod
+    def for_name(cls, name: object) -> QueueNotFound:
+        """The error for the queue called ``name``: one wording wherever a queue is missing."""
+        return cls(f"Queue {str(name)!r} does not exist.", queue=str(name))
+
 
 class QueueAlreadyExists(PgqError):
     code = "queue_already_exists"
@@ -71,6 +76,11 @@ class ExchangeNotFound(PgqError):
     status_code = 404
     sqs_code = "InvalidParameterValue"
     default_message = "The exchange does not exist."
+
+    @classmethod
+    def for_name(cls, name: object) -> ExchangeNotFound:
+        """The error for the exchange called ``name``, worded the same everywhere."""
+        return cls(f"Exchange {str(name)!r} does not exist.", exchange=str(name))
 
 
 class ExchangeAlreadyExists(PgqError):
@@ -129,6 +139,10 @@ class QueuePaused(PgqError):
     status_code = 409
     sqs_code = "AWS.SimpleQueueService.QueueDeletedRecently"
     default_message = "The queue is paused; resume it to read messages."
+
+    @classmethod
+    def for_name(cls, name: object) -> QueuePaused:
+        return cls(f"Queue {str(name)!r} is paused.", queue=str(name))
 
 
 class QueueFull(PgqError):

@@ -6,10 +6,23 @@ so a consumer waiting here learns of a new message within milliseconds instead o
 One :class:`Hub` per database alias and process owns the only LISTEN connection and a thread
 that reads it (River's shared notifier). Waiters do not get a connection of their own: a
 thread in ``read_with_poll`` or a coroutine in ``aread_with_poll`` (or a REST long-poll)
-registers an :class:`Interest` in some queue names, and the hub's thread wakes every
-interest that names the notified queue — a ``threading.Event`` for threads, an
+registers an :class:`Interest` in some queue names, and the hub's thread wakes the
+interests that name the notified queue — a ``threading.Event`` for threads, an
 ``asyncio.Event`` set through ``call_soon_threadsafe`` for coroutines, on whichever event
 loop they run. Forty threads or five hundred coroutines waiting cost one backend.
+
+Which interests a notification wakes: every interest made without a ``group`` (each may
+filter differently, so each must look), and, among interests of the same queue that share
+a ``group`` (waiters that would lease the same messages: the REST long-poll groups by its
+label filter), only one — the longest-waiting one without an unconsumed wake-up. A
+notification stands for at least one newly committed message, so five hundred waiters on
+one queue no longer all race to lease one message (a thundering herd: 500 leases, 499
+empty, and the one that wins may come last). The woken waiter hands the wake-up on when it
+leaves (:func:`unregister`) after a full batch — more may be waiting: it wakes two, so a
+large batch fans out in about log2(N) rounds — or while it still holds a wake-up it has
+not consumed, so no message is left for the poll interval while a waiter of its group
+waits. Only the longest-waiting member of a group re-checks on the poll interval
+(:meth:`Hub.leads`), so the fallback costs one lease per group, not one per waiter.
 
 When the connection is lost the hub wakes every waiter (so each re-checks its queue, and
 meets the database error there if the server is really gone), reconnects with a growing
@@ -45,6 +58,10 @@ READY_TIMEOUT = 5.0
 # noticed and replaced even when no notification arrives.
 HEALTH_CHECK_INTERVAL = 30.0
 RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
+# How many waiters of a group a waiter wakes when it leaves with a full batch: two, so a
+# batch of N messages reaches N waiters in about log2(N) rounds of leases, not N one after
+# the other, at the price of at most one empty lease per woken waiter.
+PASS_ON = 2
 
 
 def connection_params(alias: str | None = None) -> dict[str, Any]:
@@ -97,12 +114,20 @@ class Interest:
     so a notification that lands between a read and the wait is never lost.
     """
 
-    def __init__(self, hub: Hub, queues: frozenset[str], loop: Any = None) -> None:
+    def __init__(
+        self, hub: Hub, queues: frozenset[str], loop: Any = None, group: Any = None
+    ) -> None:
         self.hub = hub
         self.queues = queues
         self.loop: asyncio.AbstractEventLoop | None = loop
+        self.group = group
         self._event = threading.Event()
         self._aevent = asyncio.Event() if loop is not None else None
+
+    @property
+    def pending(self) -> bool:
+        """Woken, and the waiter has not yet looked (its next read will see the commit)."""
+        return self._event.is_set()
 
     def wake(self) -> None:
         """Called from the hub's thread (or anywhere): mark this waiter notified."""
@@ -143,7 +168,10 @@ class Hub:
         self._params = connection_params(self.alias)
         self.ready = threading.Event()
         self.connects = 0  # how many times the hub (re)connected; tests and logs read it
+        # Per queue: interests without a group, and per group the interests in arrival order
+        # (a dict keeps insertion order: the first is the one that has waited longest).
         self._interests: dict[str, set[Interest]] = {}
+        self._groups: dict[str, dict[Any, dict[Interest, None]]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -157,29 +185,97 @@ class Hub:
     def add(self, interest: Interest) -> None:
         with self._lock:
             for queue in interest.queues:
-                self._interests.setdefault(queue, set()).add(interest)
+                if interest.group is None:
+                    self._interests.setdefault(queue, set()).add(interest)
+                else:
+                    groups = self._groups.setdefault(queue, {})
+                    groups.setdefault(interest.group, {})[interest] = None
 
-    def remove(self, interest: Interest) -> None:
+    def remove(self, interest: Interest, *, pass_on: bool = False) -> None:
+        """Unregister ``interest``; with ``pass_on``, wake the next waiter of its group."""
+        targets: list[Interest] = []
         with self._lock:
             for queue in interest.queues:
-                waiting = self._interests.get(queue)
-                if waiting is not None:
-                    waiting.discard(interest)
-                    if not waiting:
-                        del self._interests[queue]
+                if interest.group is None:
+                    waiting = self._interests.get(queue)
+                    if waiting is not None:
+                        waiting.discard(interest)
+                        if not waiting:
+                            del self._interests[queue]
+                    continue
+                groups = self._groups.get(queue, {})
+                members = groups.get(interest.group)
+                if members is None:
+                    continue
+                led = next(iter(members)) is interest
+                members.pop(interest, None)
+                if not members:
+                    del groups[interest.group]
+                    if not groups:
+                        del self._groups[queue]
+                elif pass_on:
+                    targets += self._next_in(members, PASS_ON)
+                elif led:
+                    # The new head takes over the fallback polling (see leads()).
+                    head = next(iter(members))
+                    if not head.pending:
+                        targets.append(head)
+        for target in targets:
+            target.wake()
+
+    def leads(self, interest: Interest) -> bool:
+        """Whether ``interest`` has waited longest in its group on one of its queues.
+
+        Only the head of a group needs the fallback poll (for messages that become visible
+        without a notification: delays, expired leases); the others wait for a wake-up, and
+        the head wakes its successor when it leaves. Five hundred waiters on one queue then
+        poll it once per interval, not five hundred times. An interest without a group
+        always polls.
+        """
+        if interest.group is None:
+            return True
+        with self._lock:
+            for queue in interest.queues:
+                members = self._groups.get(queue, {}).get(interest.group)
+                if members and next(iter(members)) is interest:
+                    return True
+        return False
 
     def waiters(self) -> int:
         """How many interests are registered (each counted once)."""
         with self._lock:
-            return len({i for group in self._interests.values() for i in group})
+            found = {i for group in self._interests.values() for i in group}
+            for groups in self._groups.values():
+                for members in groups.values():
+                    found.update(members)
+            return len(found)
+
+    @staticmethod
+    def _next_in(members: dict[Interest, None], count: int = 1) -> list[Interest]:
+        """The ``count`` longest-waiting members without a pending wake-up (fewer, or none,
+        if the others have one: each of those reads after the commit anyway)."""
+        found: list[Interest] = []
+        for member in members:
+            if not member.pending:
+                found.append(member)
+                if len(found) == count:
+                    break
+        return found
 
     def _wake(self, queues: Iterable[str] | None) -> None:
-        """Wake the interests in these queues, or every interest when ``queues`` is None."""
+        """Wake the interests in these queues (one per group), or every interest when
+        ``queues`` is None (the connection was lost or is back: everyone re-checks)."""
         with self._lock:
             if queues is None:
                 targets = {i for group in self._interests.values() for i in group}
+                for groups in self._groups.values():
+                    for members in groups.values():
+                        targets.update(members)
             else:
                 targets = {i for q in queues for i in self._interests.get(q, ())}
+                for q in queues:
+                    for members in self._groups.get(q, {}).values():
+                        targets.update(self._next_in(members))
         for interest in targets:
             interest.wake()
 
@@ -201,9 +297,10 @@ class Hub:
                 continue
             failures = 0
             self.connects += 1
-            self.ready.set()
-            # Anything sent while nobody listened is found by this re-check.
+            # Anything sent while nobody listened is found by this re-check; waiters that
+            # register once the hub is ready read after registering and need no wake-up.
             self._wake(None)
+            self.ready.set()
             try:
                 self._read_until_lost(self._conn)
             except Exception as exc:
@@ -329,6 +426,34 @@ async def ainterest(
         yield registered
     finally:
         current.remove(registered)
+
+
+def register(
+    queues: str | Iterable[str],
+    *,
+    loop: asyncio.AbstractEventLoop,
+    group: Any,
+    alias: str | None = None,
+) -> Interest:
+    """Register a grouped interest for a waiter on ``loop`` (from any thread); the hub is
+    listening when this returns (or :data:`READY_TIMEOUT` has passed).
+
+    Waiters that share ``group`` on a queue are woken one per notification (see the module
+    docstring). The caller reads after this, waits with :meth:`Interest.await_wakeup`, and
+    must end with :func:`unregister`.
+    """
+    names = frozenset([queues] if isinstance(queues, str) else queues)
+    current = hub(alias)
+    registered = Interest(current, names, loop=loop, group=group)
+    current.add(registered)
+    current.wait_ready()
+    return registered
+
+
+def unregister(interest: Interest, *, full_batch: bool = False) -> None:
+    """End a :func:`register`: hand the wake-up to the next waiter of the group when this
+    one leaves with a full batch (more may be ready) or with a wake-up it never consumed."""
+    interest.hub.remove(interest, pass_on=full_batch or interest.pending)
 
 
 def close_all() -> None:

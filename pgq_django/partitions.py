@@ -1,49 +1,49 @@
 """Partition upkeep for the message and archive tables.
 
-Both tables are ``PARTITION BY RANGE (msg_id)`` with a DEFAULT partition. Upkeep keeps
-``PGQ["PARTITION_PREMAKE"]`` ranges of ``PGQ["PARTITION_SIZE"]`` ids ready ahead of the
-msg_id sequence, so new messages never land in the default partition, and drops a range once
-every id in it has been handed out and no row is left in it: a drained range costs one
-``DROP TABLE`` instead of millions of dead rows for VACUUM. Archive ranges go the same way
-once retention has emptied them and their live range is gone.
+Both tables are ``PARTITION BY RANGE (msg_id)`` with a DEFAULT partition. One upkeep run
+(:func:`run_maintenance`; the worker leader runs it every maintenance interval and
+``manage.py pgq_partitions`` on demand) does, in this order:
 
-Dropping a partition needs a short exclusive lock on the parent, so each drop runs in its own
-transaction with a short ``lock_timeout`` (senders and readers queue behind a waiting lock):
-under load it is skipped and tried at the next run rather than stalling them. The worker
-leader runs :func:`run_maintenance`; ``manage.py pgq_partitions`` runs it on demand.
+1. **repair**: rows that landed in a DEFAULT partition (the sequence outran the premade
+   ranges) move into a proper range partition made for them (:func:`repair_default`);
+2. **premake**: ``PGQ["PARTITION_PREMAKE"]`` ranges of ``PGQ["PARTITION_SIZE"]`` ids stay
+   ready ahead of the msg_id sequence, so new messages never land in the default partition;
+   live partitions get the autovacuum settings of ``PGQ["LIVE_PARTITION_STORAGE"]``;
+3. **drop**: a live range whose ids have all been handed out and that holds no row goes with
+   one ``DROP TABLE`` instead of millions of dead rows for VACUUM; its archive range follows
+   once it is empty, or once every row in it is past its queue's retention (and, with
+   ``PGQ["ARCHIVE_DROP_REQUIRES_EXPORT"]``, covered by a recorded Spark export).
+
+Safety. Only one run changes anything at a time: each holds a session advisory lock and a
+second run that finds it taken does nothing (two leaders for a moment, or the command run
+beside a worker). Each change is its own short transaction that takes the parent's ACCESS
+EXCLUSIVE lock under a short ``lock_timeout`` and re-checks its condition under that lock, so
+no insert into the range can be in flight; under load it is skipped and tried at the next
+run rather than stalling senders and readers (who queue behind a waiting lock).
+``DETACH PARTITION … CONCURRENTLY`` would avoid that lock, but PostgreSQL refuses it on a
+table that has a DEFAULT partition, and the default partition is what keeps a send from
+ever failing for want of a range: see docs/operations.md.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from django.db import OperationalError, connections, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from psycopg import sql
 
+from . import db
 from .conf import settings
-from .models.fields import MSG_ID_SEQUENCE
+from .sql import partitions as statements
 
 MESSAGE_TABLE = "pgq_message"
 ARCHIVE_TABLE = "pgq_archived_message"
 TABLES = (MESSAGE_TABLE, ARCHIVE_TABLE)
 _BOUND = re.compile(r"FROM \('?(-?\d+)'?\) TO \('?(-?\d+)'?\)")
-
-# -- list_partitions -- The range partitions of a table with their bounds, lowest first.
-LIST_PARTITIONS = """
-SELECT c.relname, pg_get_expr(c.relpartbound, c.oid)
-FROM pg_inherits i
-JOIN pg_class c ON c.oid = i.inhrelid
-JOIN pg_class p ON p.oid = i.inhparent
-WHERE p.relname = %s AND p.relnamespace = c.relnamespace
-  AND p.relnamespace = to_regnamespace(current_schema())::oid
-"""
-
-# -- sequence_position -- The highest msg_id handed out so far (0 before the first).
-SEQUENCE_POSITION = sql.SQL(
-    "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {}"
-).format(sql.Identifier(MSG_ID_SEQUENCE))
 
 
 @dataclass(frozen=True)
@@ -54,21 +54,27 @@ class Partition:
     upper: int  # exclusive
 
 
-def _cursor() -> Any:
-    return connections[settings.DATABASE].cursor()
+# The statements run through the one runner (pgq_django.db) on the queue database, never
+# prepared: their texts vary with the identifiers filled in, and upkeep runs rarely.
 
 
-def _render(statement: sql.Composable) -> str:
-    """Compose identifiers and literals against the live connection's encoding."""
-    db = connections[settings.DATABASE]
-    db.ensure_connection()
-    return statement.as_string(db.connection)
+def _one(statement: str | sql.Composable, params: Any = None) -> Any:
+    """The statement's first row (named fields)."""
+    return db.run_one(statement, params, prepare=False)
+
+
+def _all(statement: str | sql.Composable, params: Any = None) -> list[Any]:
+    """Every row of the statement (named fields)."""
+    return db.run_all(statement, params, prepare=False)
+
+
+def _run(statement: str | sql.Composable, params: Any = None) -> int:
+    """Run a statement for its effect (DDL, locks, moves); returns the rows it touched."""
+    return db.run_rowcount(statement, params, prepare=False)
 
 
 def list_partitions(table: str) -> list[Partition]:
-    with _cursor() as cursor:
-        cursor.execute(LIST_PARTITIONS, [table])
-        rows = cursor.fetchall()
+    rows = _all(statements.LIST_PARTITIONS, [table])
     found = []
     for name, bound in rows:
         match = _BOUND.search(bound or "")
@@ -78,40 +84,102 @@ def list_partitions(table: str) -> list[Partition]:
 
 
 def sequence_position() -> int:
-    with _cursor() as cursor:
-        cursor.execute(_render(SEQUENCE_POSITION))
-        return int(cursor.fetchone()[0])
+    return int(_one(statements.SEQUENCE_POSITION)[0])
+
+
+def _default(table: str) -> sql.Identifier:
+    return sql.Identifier(f"{table}_default")
 
 
 def _default_max_id(table: str) -> int:
     """The highest id sitting in the default partition (ranges must start above it)."""
-    statement = sql.SQL("SELECT coalesce(max(msg_id), 0) FROM {}").format(
-        sql.Identifier(f"{table}_default")
-    )
-    with _cursor() as cursor:
-        cursor.execute(_render(statement))
-        return int(cursor.fetchone()[0])
+    return int(_one(statements.DEFAULT_MAX_ID.format(partition=_default(table)))[0])
 
+
+def _exclusive(table: str, lock_timeout_ms: int) -> None:
+    """In the current transaction: lock ``table`` exclusively, waiting at most the timeout."""
+    timeout = sql.Literal(f"{lock_timeout_ms}ms")
+    _run(statements.SET_LOCK_TIMEOUT.format(timeout=timeout))
+    _run(statements.LOCK_PARENT.format(table=sql.Identifier(table)))
+
+
+# -- storage ---------------------------------------------------------------------------------
 
 # Live partitions leave room on each page for HOT lease updates (see migration 0001).
 FILLFACTOR = {MESSAGE_TABLE: 85, ARCHIVE_TABLE: 100}
+_OPTION_NAME = re.compile(r"^[a-z_]{1,63}$")
+
+
+def storage_options(table: str) -> dict[str, Any]:
+    """The storage parameters a new partition of ``table`` is created with."""
+    options: dict[str, Any] = {"fillfactor": FILLFACTOR[table]}
+    if table == MESSAGE_TABLE:
+        options.update(settings.LIVE_PARTITION_STORAGE or {})
+    for name, value in options.items():
+        if not _OPTION_NAME.match(name) or not isinstance(value, int | float | bool):
+            from .exceptions import InvalidArgument
+
+            raise InvalidArgument(
+                f"LIVE_PARTITION_STORAGE: {name!r} = {value!r} is not a storage parameter "
+                "name with a number or boolean value.",
+                field="LIVE_PARTITION_STORAGE",
+            )
+    return options
+
+
+def _storage_sql(options: dict[str, Any]) -> sql.Composable:
+    # Names are checked against _OPTION_NAME (storage parameter names cannot be parameters).
+    return sql.SQL(", ").join(
+        sql.SQL("{} = {}").format(sql.SQL(name), sql.Literal(value))
+        for name, value in options.items()
+    )
+
+
+def _current_storage(name: str) -> dict[str, str]:
+    row = _one(statements.PARTITION_STORAGE, [name])
+    return dict(option.split("=", 1) for option in (row[0] if row else []))
+
+
+def _storage_differs(name: str, wanted: dict[str, Any]) -> bool:
+    current = _current_storage(name)
+    return any(current.get(k) != sql.Literal(v).as_string(None) for k, v in wanted.items())
+
+
+def tune_live_partitions(*, dry_run: bool = False) -> list[str]:
+    """Give existing live partitions (and the default) the storage a new one would get.
+
+    ``ALTER TABLE … SET (…)`` takes a SHARE UPDATE EXCLUSIVE lock, which does not block
+    sends, reads or acks; it changes only how autovacuum treats the partition.
+    """
+    wanted = storage_options(MESSAGE_TABLE)
+    names = [p.name for p in list_partitions(MESSAGE_TABLE)] + [f"{MESSAGE_TABLE}_default"]
+    actions = []
+    for name in names:
+        if not _storage_differs(name, wanted):
+            continue
+        if not dry_run:
+            statement = statements.SET_STORAGE.format(
+                partition=sql.Identifier(name), storage=_storage_sql(wanted)
+            )
+            _run(statement)
+        actions.append(f"tune {name} ({', '.join(f'{k}={v}' for k, v in wanted.items())})")
+    return actions
 
 
 def _create(table: str, lower: int, upper: int) -> str:
     name = f"{table}_r{lower}"
-    statement = sql.SQL(
-        "CREATE TABLE {} PARTITION OF {} FOR VALUES FROM ({}) TO ({}) WITH (fillfactor = {})"
-    ).format(
-        sql.Identifier(name),
-        sql.Identifier(table),
-        sql.Literal(lower),
-        sql.Literal(upper),
-        sql.Literal(FILLFACTOR[table]),
+    statement = statements.CREATE_PARTITION.format(
+        partition=sql.Identifier(name),
+        table=sql.Identifier(table),
+        lower=sql.Literal(lower),
+        upper=sql.Literal(upper),
+        storage=_storage_sql(storage_options(table)),
     )
-    with _cursor() as cursor:
-        cursor.execute(_render(statement))
+    _run(statement)
     return name
 
+
+# -- premake ---------------------------------------------------------------------------------
 
 # Most partitions premade ahead of the sequence in one run (per table). Each is a table and
 # its indexes; a typo such as --premake 1000000 would otherwise create them for hours.
@@ -123,13 +191,16 @@ def premake_partitions(premake: int | None = None, *, dry_run: bool = False) -> 
 
     ``premake`` is at most :data:`MAX_PREMAKE` (InvalidArgument otherwise, nothing made).
     """
+    return list(_premake(premake, dry_run=dry_run))
+
+
+def _premake(premake: int | None, *, dry_run: bool) -> Iterator[str]:
     from .api.validation import integer
 
     size = int(settings.PARTITION_SIZE)
     ahead = settings.PARTITION_PREMAKE if premake is None else premake
     ahead = integer(ahead, "premake", minimum=0, maximum=MAX_PREMAKE)
     target = sequence_position() + ahead * size
-    actions = []
     for table in TABLES:
         existing = list_partitions(table)
         lower = max([p.upper for p in existing] + [_default_max_id(table) + 1, 1])
@@ -137,72 +208,252 @@ def premake_partitions(premake: int | None = None, *, dry_run: bool = False) -> 
             upper = lower + size
             name = f"{table}_r{lower}"
             if not dry_run:
-                with transaction.atomic(using=settings.DATABASE):
-                    name = _create(table, lower, upper)
-            actions.append(f"create {name} [{lower}, {upper})")
+                try:
+                    with transaction.atomic(using=settings.DATABASE):
+                        name = _create(table, lower, upper)
+                except IntegrityError:
+                    # Sends outran the premade ranges since this run looked: rows of this
+                    # range arrived in the default partition, so PostgreSQL refuses the range.
+                    # The next run's repair gives them a range; premaking goes on from there.
+                    yield f"skip create {name} [{lower}, {upper}): rows arrived in the default"
+                    break
+            yield f"create {name} [{lower}, {upper})"
             lower = upper
-    return actions
 
 
-def _drop_if_empty(part: Partition, lock_timeout_ms: int) -> bool:
-    """Lock the partition, and drop it if it holds no row; False when busy or not empty."""
+# -- repair ----------------------------------------------------------------------------------
+
+
+def _slot(msg_id: int, ranges: list[tuple[int, int]], size: int) -> tuple[int, int]:
+    """The range a new partition for ``msg_id`` should cover, between the existing ones.
+
+    It sits on the grid of ``size``-wide steps that continues from the nearest range below
+    (or, with none below, back from the nearest above), clipped to the gap it is in.
+    """
+    below = max((u for _, u in ranges if u <= msg_id), default=None)
+    above = min((lo for lo, _ in ranges if lo > msg_id), default=None)
+    if below is not None:
+        lower = below + (msg_id - below) // size * size
+        upper = lower + size
+    elif above is not None:
+        upper = above - (above - 1 - msg_id) // size * size
+        lower = upper - size
+    else:
+        lower = 1 + (msg_id - 1) // size * size
+        upper = lower + size
+    if above is not None:
+        upper = min(upper, above)
+    if below is not None:
+        lower = max(lower, below)
+    return lower, upper
+
+
+def plan_repair(table: str) -> list[tuple[int, int, int]]:
+    """The ranges (lower, upper, rows) that would take the default partition's rows."""
+    size = int(settings.PARTITION_SIZE)
+    ranges = [(p.lower, p.upper) for p in list_partitions(table)]
+    planned: list[tuple[int, int, int]] = []
+    start = -(2**63)
+    default = _default(table)
+    while True:
+        found = _one(statements.DEFAULT_NEXT_ID.format(partition=default), [start])[0]
+        if found is None:
+            return planned
+        lower, upper = _slot(int(found), ranges, size)
+        rows = int(_one(statements.COUNT_RANGE.format(partition=default), [lower, upper])[0])
+        planned.append((lower, upper, rows))
+        ranges.append((lower, upper))
+        start = upper
+
+
+def _columns(table: str) -> sql.Composable:
+    names = [row[0] for row in _all(statements.TABLE_COLUMNS, [table])]
+    return sql.SQL(", ").join(sql.Identifier(n) for n in names)
+
+
+def _move_out_of_default(table: str, lower: int, upper: int, lock_timeout_ms: int) -> int:
+    """Give the default partition's rows in [lower, upper) a range partition of their own.
+
+    PostgreSQL refuses to create a range partition while the default partition holds rows
+    of that range, so in one transaction, under the parent's exclusive lock: the rows move
+    to a temporary stash, the partition is created, and the rows go back through the parent
+    (now routed to the new partition). Readers wait for the length of the move; nothing is
+    visible half-done. Returns the rows moved.
+    """
+    stash = sql.Identifier("pgq_default_stash")
+    with transaction.atomic(using=settings.DATABASE):
+        _exclusive(table, lock_timeout_ms)
+        columns = _columns(table)
+        parent = sql.Identifier(table)
+        _run(statements.CREATE_STASH.format(stash=stash, table=parent))
+        moved = _run(
+            statements.STASH_DEFAULT_ROWS.format(
+                partition=_default(table), columns=columns, stash=stash
+            ),
+            [lower, upper],
+        )
+        _create(table, lower, upper)
+        _run(statements.RESTORE_STASH.format(table=parent, columns=columns, stash=stash))
+        _run(statements.DROP_STASH.format(stash=stash))
+    return int(moved)
+
+
+def repair_default(*, dry_run: bool = False, lock_timeout_ms: int = 1000) -> list[str]:
+    """Move rows that landed in a DEFAULT partition into proper range partitions."""
+    return list(_repair(dry_run=dry_run, lock_timeout_ms=lock_timeout_ms))
+
+
+def _repair(*, dry_run: bool, lock_timeout_ms: int) -> Iterator[str]:
+    for table in TABLES:
+        for lower, upper, rows in plan_repair(table):
+            name = f"{table}_r{lower}"
+            if not dry_run:
+                try:
+                    rows = _move_out_of_default(table, lower, upper, lock_timeout_ms)
+                except OperationalError:  # lock_timeout: busy; the next run tries again
+                    yield f"skip repair of {table}_default [{lower}, {upper}): table busy"
+                    continue
+            yield f"repair {table}_default: {rows} rows into {name} [{lower}, {upper})"
+
+
+# -- drop ------------------------------------------------------------------------------------
+
+
+def export_covered_until() -> datetime | None:
+    """How far recorded Spark exports cover the archive without a gap from its beginning.
+
+    Every archived row with ``archived_at`` before the answer exists in an export; None when
+    no export started at the beginning. With
+    ``PGQ["ARCHIVE_DROP_REQUIRES_EXPORT"]`` neither upkeep nor retention removes a row past
+    this point. Exports are ``pgq_spark export`` runs, recorded as ``SparkExport`` rows of
+    archived_at windows ``[since, until)``.
+    """
+    from .models import SparkExport
+
+    windows = list(SparkExport.objects.using(settings.DATABASE).values_list("since", "until"))
+    from_start = [until for since, until in windows if since is None]
+    if not from_start:
+        return None
+    reached: datetime = max(from_start)
+    for since, until in sorted((s, u) for s, u in windows if s is not None):
+        if since > reached:
+            break
+        reached = max(reached, until)
+    return reached
+
+
+def exports_cover(last: datetime) -> bool:
+    """Whether recorded exports hold every archived row up to ``last`` (inclusive)."""
+    covered = export_covered_until()
+    return covered is not None and last < covered
+
+
+def _archive_droppable(part: Partition) -> tuple[bool, str]:
+    """Whether an archive range may go now: (yes, why not). Cheap: index probes only."""
     ident = sql.Identifier(part.name)
+    if not _has_rows(part):
+        return True, ""
+    if _one(statements.ARCHIVE_RANGE_RETAINED.format(partition=ident))[0]:
+        return False, "rows within retention"
+    last = _one(statements.ARCHIVE_RANGE_LAST.format(partition=ident))[0]
+    if settings.ARCHIVE_DROP_REQUIRES_EXPORT and not exports_cover(last):
+        return False, "not exported yet"
+    return True, ""
+
+
+def _droppable(part: Partition) -> tuple[bool, str]:
+    if part.table == ARCHIVE_TABLE:
+        return _archive_droppable(part)
+    return (False, "holds messages") if _has_rows(part) else (True, "")
+
+
+def _has_rows(part: Partition) -> bool:
+    return bool(_one(statements.PARTITION_HAS_ROWS.format(partition=sql.Identifier(part.name)))[0])
+
+
+def _rows(part: Partition) -> int:
+    return int(_one(statements.COUNT_ROWS.format(partition=sql.Identifier(part.name)))[0])
+
+
+def _drop(part: Partition, lock_timeout_ms: int) -> bool:
+    """Lock the parent, re-check under the lock, drop; False when busy or not droppable."""
     try:
-        with transaction.atomic(using=settings.DATABASE), _cursor() as cursor:
-            cursor.execute(
-                _render(
-                    sql.SQL("SET LOCAL lock_timeout = {}").format(
-                        sql.Literal(f"{lock_timeout_ms}ms")
-                    )
-                )
-            )
+        with transaction.atomic(using=settings.DATABASE):
             # Holding the lock first means no insert into the range is still in flight.
-            cursor.execute(
-                _render(
-                    sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
-                        sql.Identifier(part.table)
-                    )
-                )
-            )
-            cursor.execute(_render(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(ident)))
-            if cursor.fetchone()[0]:
+            _exclusive(part.table, lock_timeout_ms)
+            if not _droppable(part)[0]:
                 return False
-            cursor.execute(_render(sql.SQL("DROP TABLE {}").format(ident)))
+            _run(statements.DROP_PARTITION.format(partition=sql.Identifier(part.name)))
             return True
     except OperationalError:  # lock_timeout: the queue is busy; try at the next run
         return False
 
 
-def _has_rows(part: Partition) -> bool:
-    statement = sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(sql.Identifier(part.name))
-    with _cursor() as cursor:
-        cursor.execute(_render(statement))
-        return bool(cursor.fetchone()[0])
-
-
 def drop_drained_partitions(*, dry_run: bool = False, lock_timeout_ms: int = 100) -> list[str]:
     """Drop ranges whose ids are all handed out and that hold no rows; returns actions.
 
-    A live range goes first; its archive range follows once retention has emptied it too.
-    The range the sequence is in (and any ahead of it) is always kept.
+    A live range goes first; its archive range follows once it is empty or wholly past
+    retention. The range the sequence is in (and any ahead of it) is always kept.
     """
+    return list(_drops(dry_run=dry_run, lock_timeout_ms=lock_timeout_ms))
+
+
+def _drops(*, dry_run: bool, lock_timeout_ms: int) -> Iterator[str]:
     position = sequence_position()
     live_lowers = {p.lower for p in list_partitions(MESSAGE_TABLE)}
-    actions = []
     for table in TABLES:
         for part in list_partitions(table):
             if part.upper - 1 > position:
                 continue
             if table == ARCHIVE_TABLE and part.lower in live_lowers:
                 continue
-            dropped = not _has_rows(part) if dry_run else _drop_if_empty(part, lock_timeout_ms)
-            if dropped:
-                actions.append(f"drop {part.name} [{part.lower}, {part.upper})")
+            if not _droppable(part)[0]:
+                continue
+            # An archive range past retention is counted before the lock (the count scans
+            # it; nothing adds rows to a range whose live range is gone).
+            rows = _rows(part) if table == ARCHIVE_TABLE else 0
+            if dry_run or _drop(part, lock_timeout_ms):
+                past = f" ({rows} rows past retention)" if rows else ""
+                yield f"drop {part.name} [{part.lower}, {part.upper}){past}"
                 if table == MESSAGE_TABLE:
                     live_lowers.discard(part.lower)
-    return actions
+
+
+# -- one run ---------------------------------------------------------------------------------
+
+
+def upkeep(
+    premake: int | None = None,
+    *,
+    dry_run: bool = False,
+    stop: Callable[[], bool] = lambda: False,
+) -> Iterator[str]:
+    """Run every upkeep step, yielding each action as it is done (or, dry, would be).
+
+    ``stop`` is asked between actions: a command that caught SIGINT/SIGTERM ends the run
+    there, with every change made so far committed and nothing half-done. A run that finds
+    another holding the upkeep lock yields one ``busy`` line and changes nothing.
+    """
+    if not dry_run and not _one(statements.TRY_UPKEEP_LOCK)[0]:
+        yield "busy: another upkeep run holds the lock; nothing done"
+        return
+    try:
+        steps = (
+            _repair(dry_run=dry_run, lock_timeout_ms=1000),
+            _premake(premake, dry_run=dry_run),
+            iter(tune_live_partitions(dry_run=dry_run)),
+            _drops(dry_run=dry_run, lock_timeout_ms=100),
+        )
+        for step in steps:
+            for action in step:
+                yield action
+                if stop():
+                    return
+    finally:
+        if not dry_run:
+            _one(statements.UPKEEP_UNLOCK)
 
 
 def run_maintenance(premake: int | None = None, *, dry_run: bool = False) -> list[str]:
-    """Premake ranges ahead of the sequence, then drop drained ones; returns what it did."""
-    return premake_partitions(premake, dry_run=dry_run) + drop_drained_partitions(dry_run=dry_run)
+    """Repair, premake, tune, then drop drained ranges; returns what it did."""
+    return list(upkeep(premake, dry_run=dry_run))

@@ -1,5 +1,9 @@
 """Exchange routing: which bound queues receive a published message, decided in SQL.
 
+The statement is :data:`pgq_django.sql.exchanges.PUBLISH`; this module holds the rules it
+implements and the Python side of them: topic patterns compiled to regular expressions,
+and checks of routing keys and binding filters.
+
 Rules, by exchange type (every type also honours a binding's ``filters``):
 
 - fanout: every bound queue; routing keys are ignored.
@@ -26,7 +30,6 @@ from typing import Any
 
 from .api.validation import is_utf8
 from .exceptions import InvalidArgument
-from .managers import HAS_ROOM
 
 MAX_ROUTING_KEY = 255
 _FILTER_SCALARS = (str, int, float, bool)
@@ -115,97 +118,3 @@ def binding_filters(value: Any) -> dict[str, list[Any]]:
             )
         out[key] = list(allowed)
     return out
-
-
-# The queues a published message routes to (``matched``), the first of them too small for
-# the body (``too_large``) and the first without room under its max_length (``full``). Either
-# of the last two stops the whole publish: every copy is sent, or none. Shared by both shapes
-# of publish below.
-_ROUTE = """
-    x AS (
-    SELECT id, type FROM pgq_exchange WHERE name = %(exchange)s
-), matched AS (
-    SELECT DISTINCT q.id, q.name, q.delivery_delay, q.retention, q.max_message_size,
-                    q.max_length
-    FROM x
-    JOIN pgq_binding b ON b.exchange_id = x.id
-    JOIN pgq_queue q ON q.id = b.queue_id
-    WHERE CASE x.type
-            WHEN 'direct' THEN b.routing_key = %(routing_key)s
-            WHEN 'topic' THEN %(topic_subject)s ~ b.key_pattern
-            ELSE true
-          END
-      AND NOT EXISTS (
-            SELECT 1 FROM jsonb_each(b.filters) f(name, allowed)
-            WHERE NOT f.allowed @> jsonb_build_array(coalesce(
-                %(headers)s::jsonb -> f.name, %(attributes)s::jsonb -> f.name, 'null'::jsonb)))
-), too_large AS (
-    SELECT name FROM matched WHERE max_message_size < %(size)s ORDER BY name LIMIT 1
-), full_queue AS (
-    SELECT name FROM matched m WHERE NOT {has_room} ORDER BY name LIMIT 1
-), go AS (
-    SELECT m.* FROM matched m
-    WHERE NOT EXISTS (SELECT 1 FROM too_large) AND NOT EXISTS (SELECT 1 FROM full_queue)
-)"""
-
-# Insert one copy per row of ``target`` (queue columns as in ``matched``), in queue-name
-# order; msg_id from the column default, or from target's own msg_id column when drawn early.
-_INSERT_COPIES = """
-    INSERT INTO pgq_message ({id_col}queue_id, message, headers, attributes, label, priority,
-                             read_ct, enqueued_at, vt, expires_at, group_id, dedup_id,
-                             max_retries, retry_delay, cancel_requested)
-    SELECT {id_val}t.id, %(body)s::jsonb, %(headers)s::jsonb, %(attributes)s::jsonb,
-           %(label)s, %(priority)s, 0, clock_timestamp(),
-           clock_timestamp() + make_interval(secs => coalesce(%(delay)s, t.delivery_delay)),
-           clock_timestamp() + make_interval(secs => least(t.retention,
-                                                           coalesce(%(expires_in)s, t.retention))),
-           %(group)s, %(dedup_id)s, %(max_retries)s, %(retry_delay)s, false
-    FROM {target} t
-    ORDER BY t.name
-    RETURNING msg_id, queue_id
-"""
-
-_PUBLISHED = """
-, counted AS (
-    INSERT INTO pgq_queue_counter (queue_id, kind, n, at)
-    SELECT queue_id, 'sent', count(*), clock_timestamp() FROM ins GROUP BY queue_id
-)
-SELECT (SELECT id FROM x),
-       ARRAY(SELECT msg_id FROM {ids} ORDER BY msg_id),
-       (SELECT name FROM too_large),
-       (SELECT count(pg_notify(%(channel)s, m.name)) FROM matched m
-        WHERE coalesce(%(delay)s, m.delivery_delay) <= 0
-          AND m.id IN (SELECT queue_id FROM ins)),
-       (SELECT name FROM full_queue)
-"""
-
-_ROUTE_WITH_ROOM = _ROUTE.format(has_room=HAS_ROOM.format(q="m", n="1"))
-_COPIES_DEFAULT_IDS = _INSERT_COPIES.format(target="go", id_col="", id_val="")
-_COPIES_DRAWN_IDS = _INSERT_COPIES.format(target="target", id_col="msg_id, ", id_val="t.msg_id, ")
-
-# -- publish -- Route one message through an exchange: one copy per matched queue, one trip.
-# Returns the exchange id (NULL: no such exchange), the new ids, the name of a matched queue
-# too small for the body and the name of a matched queue that is full (then nothing is
-# inserted).
-_PUBLISHED_NEW = _PUBLISHED.format(ids="ins")
-PUBLISH = f"""WITH {_ROUTE_WITH_ROOM}, ins AS ({_COPIES_DEFAULT_IDS}){_PUBLISHED_NEW}"""
-
-# -- publish_deduplicated -- Publish under a dedup_id: each routed queue keeps its own claim
-# (as a send would), so a repeat within the window inserts no copy in a queue that already
-# has one and answers that copy's msg_id. Queues that gained a binding since get theirs.
-PUBLISH_DEDUPLICATED = f"""WITH {_ROUTE_WITH_ROOM}, new AS MATERIALIZED (
-    SELECT go.*, nextval('pgq_message_msg_id_seq') AS msg_id FROM go
-), claim AS (
-    INSERT INTO pgq_dedup (queue_id, dedup_id, msg_id, expires_at)
-    SELECT new.id, %(dedup_id)s, new.msg_id,
-           clock_timestamp() + make_interval(secs => %(window)s)
-    FROM new
-    ON CONFLICT (queue_id, dedup_id) DO UPDATE
-        SET msg_id = CASE WHEN pgq_dedup.expires_at <= clock_timestamp()
-                          THEN EXCLUDED.msg_id ELSE pgq_dedup.msg_id END,
-            expires_at = CASE WHEN pgq_dedup.expires_at <= clock_timestamp()
-                              THEN EXCLUDED.expires_at ELSE pgq_dedup.expires_at END
-    RETURNING queue_id, msg_id
-), target AS (
-    SELECT new.* FROM new JOIN claim ON claim.queue_id = new.id AND claim.msg_id = new.msg_id
-), ins AS ({_COPIES_DRAWN_IDS}){_PUBLISHED.format(ids="claim")}"""  # noqa: S608 (constants)

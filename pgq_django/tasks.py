@@ -43,9 +43,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-import pgq_django as pgq
-
-from .exceptions import RejectMessage
+from .exceptions import QueueAlreadyExists, QueueNotFound, RejectMessage
 from .task_signing import sign_call, verified_call
 
 try:  # Django >= 6.0
@@ -122,12 +120,15 @@ class PgqBackend(BaseTaskBackend):
         return f"{self.queue_prefix}{queue_name}"
 
     def _send(self, name: str, body: dict[str, Any], **options: Any) -> int:
+        from .api.messages import send
+        from .api.queues import create_queue
+
         try:
-            return pgq.send(name, body, **options)
-        except pgq.QueueNotFound:
-            with contextlib.suppress(pgq.QueueAlreadyExists):
-                pgq.create_queue(name, **self.queue_options)
-            return pgq.send(name, body, **options)
+            return send(name, body, **options)
+        except QueueNotFound:
+            with contextlib.suppress(QueueAlreadyExists):
+                create_queue(name, **self.queue_options)
+            return send(name, body, **options)
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         self.validate_task(task)
@@ -177,7 +178,9 @@ class PgqBackend(BaseTaskBackend):
             msg_id = int(result_id)
         except (TypeError, ValueError):
             raise TaskResultDoesNotExist(result_id) from None
-        found = pgq.result(msg_id) if msg_id > 0 else None
+        from .api.delivery import result
+
+        found = result(msg_id) if msg_id > 0 else None
         body = found.message if found is not None else None
         if not isinstance(body, dict) or "task" not in body:
             raise TaskResultDoesNotExist(result_id)
@@ -287,7 +290,7 @@ def unavailable_task(*args: Any, **kwargs: Any) -> None:
 def _stand_in(backend: PgqBackend) -> Task:
     queues = sorted(backend.queues or {"default"})
     queue_name = "default" if "default" in queues else queues[0]
-    return Task(  # type: ignore[call-arg]
+    return Task(
         func=unavailable_task,
         priority=0,
         backend=backend.alias,
@@ -385,16 +388,13 @@ def _backend(alias: str | None) -> PgqBackend:
     return backend
 
 
-def task_handlers() -> dict[str, Any]:
-    """Worker handlers for every queue of every PgqBackend in ``settings.TASKS``."""
-    from .worker.registry import Handler
-
-    found: dict[str, Any] = {}
+def task_queues() -> list[str]:
+    """The pgq queues of every PgqBackend in ``settings.TASKS``: the worker runs
+    :func:`run_task` for each of their messages, one at a time."""
+    found: list[str] = []
     for alias, params in (getattr(django_settings, "TASKS", None) or {}).items():
         if params.get("BACKEND") != BACKEND_PATH:
             continue
         backend = _backend(alias)
-        for queue_name in sorted(backend.queues or {"default"}):
-            name = backend.pgq_queue(queue_name)
-            found[name] = Handler(name, run_task, batch=1)
+        found += [backend.pgq_queue(q) for q in sorted(backend.queues or {"default"})]
     return found

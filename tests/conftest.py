@@ -169,3 +169,21 @@ def time_passes(queue: Any, seconds: float) -> int:
             [seconds, seconds, seconds, name],
         )
         return int(cursor.rowcount)
+
+
+def run_quick_bench(module: str, *args: str) -> str:
+    """Run ``python -m <module> --quick [args]`` on the test database; its standard output.
+
+    The benchmark smoke tests check that a benchmark runs end to end and prints numbers,
+    never how fast anything was.
+    """
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--quick", *args],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout

@@ -7,13 +7,11 @@ the benchmark works: every contender ran every case and the table holds numeric 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
-from .conftest import ROOT, subprocess_env
+from .conftest import run_quick_bench
 
 # The benchmarks compare against peers from the bench extra (`make test` installs it); a
 # plain `pip install -e .[dev]` checkout skips this module instead of failing on imports.
@@ -32,16 +30,7 @@ NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 
 @pytest.mark.slow
 def test_quick_core_benchmark_prints_a_table_of_numeric_ratios(transactional_db: Any) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.core", "--quick"],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout
+    out = run_quick_bench("bench.core")
     for case in CASES:
         row = re.search(
             rf"^\| {re.escape(case)} +\|"
@@ -63,13 +52,31 @@ def test_quick_benchmark_leaves_no_queues_behind(transactional_db: Any) -> None:
     """The run above (or any run) drops its queues; a fresh run here does too."""
     import pgq_django as pgq
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.core", "--quick", "--only", "send"],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_quick_bench("bench.core", "--only", "send")
     assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_core_")]
+
+
+REST_CASES = ("send (p50 per call)", "send (p50, http.client)", "send batch 100", "consume+ack 100")
+
+
+@pytest.mark.slow
+def test_quick_rest_benchmark_prints_a_table_of_numeric_ratios(transactional_db: Any) -> None:
+    """``python -m bench.rest --quick``: a live uvicorn on the test database, REST vs Python."""
+    for module in ("requests", "aiohttp", "uvicorn"):  # the bench extra
+        pytest.importorskip(module)
+    import pgq_django as pgq
+
+    out = run_quick_bench("bench.rest")
+    for case in (*REST_CASES, "metrics scrape, 50 queues"):
+        row = re.search(
+            rf"^\| {re.escape(case)} +\| ({NUMBER}) +\| ({NUMBER}) +\| ({NUMBER})x",
+            out,
+            re.MULTILINE,
+        )
+        assert row, f"no numeric row for {case!r} in:\n{out}"
+        rest_ms, python_ms, ratio = (float(g.replace(",", "")) for g in row.groups())
+        assert min(rest_ms, python_ms, ratio) > 0
+    assert re.search(rf"Each on its own queue, send → woken answer: p50 {NUMBER} ms", out), out
+    assert re.search(rf"All on one queue, 5 sends one at a time: p50 {NUMBER} ms", out), out
+    assert "results: " in out
+    assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_")]

@@ -155,7 +155,8 @@ def _public_api_ids() -> list[str]:
     ids = [
         f"pgq_django.{module}.{name}"
         for name, module in _EXPORTS.items()
-        if module.startswith("api.") or module == "worker.registry"
+        # The async twins (api.twins) are described once, in the page's introduction.
+        if (module.startswith("api.") and module != "api.twins") or module == "worker.registry"
     ]
     from pgq_django import exceptions
 

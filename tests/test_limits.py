@@ -193,3 +193,10 @@ def test_metrics_beyond_the_exact_count_report_an_estimate_not_below_it(queue_na
     assert estimated.in_flight == len(leased)  # leases sit at the head of the queue
     assert estimated.oldest_msg_age_sec == pytest.approx(exact.oldest_msg_age_sec, abs=5)
     assert everyone[q.name].queue_length == estimated.queue_length
+
+
+def test_the_default_budget_keeps_a_read_of_100_whole_at_the_default_message_size(make_queue):
+    q = make_queue()  # max_message_size defaults to 1 MiB
+    pgq.send_batch(q, list(range(150)))
+    assert len(pgq.read(q, qty=100)) == 100
+    assert len(pgq.pop(q, qty=100)) == 50

@@ -139,3 +139,78 @@ def test_closing_the_hub_wakes_waiters_and_a_new_one_starts_on_demand(queue_name
     with notify.interest(queue_name) as wakeup:
         pgq.send(queue_name, "new hub")
         assert wakeup.wait(30) is True
+
+
+# Wake-up groups: one waiter per notification, not all ------------------------------------
+
+
+@pytest.fixture
+def loop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def test_a_notification_wakes_one_waiter_of_a_group_and_every_ungrouped_one(
+    queue_name, make_queue, loop
+):
+    pgq.create_queue(queue_name)
+    marker = make_queue().name
+    assert notify.hub().wait_ready()  # (connecting wakes every waiter once, to re-check)
+    grouped = [notify.register(queue_name, loop=loop, group="g") for _ in range(5)]
+    try:
+        with notify.interest(queue_name) as ungrouped, notify.interest(marker) as marked:
+            pgq.send(queue_name, 1)
+            assert ungrouped.wait(20)
+            # Notifications are handled in commit order: once the marker's has been, the
+            # first one's wake-ups have all been made.
+            pgq.send(marker, 1)
+            assert marked.wait(20)
+            assert [i.pending for i in grouped] == [True, False, False, False, False]
+            # A second send wakes the next waiter that has not been woken yet.
+            pgq.send(queue_name, 2)
+            pgq.send(marker, 2)
+            assert marked.wait(20)
+            assert [i.pending for i in grouped] == [True, True, False, False, False]
+    finally:
+        for interest in grouped:
+            notify.unregister(interest)
+    assert notify.hub().waiters() == 0
+
+
+def test_a_waiter_leaving_with_a_full_batch_or_an_unused_wake_up_hands_it_on(queue_name, loop):
+    a, b, c, d, e = (notify.register(queue_name, loop=loop, group="g") for _ in range(5))
+    hub = notify.hub()
+    assert hub.leads(a) and not hub.leads(b)
+    # A full batch: more may be ready, so the next two waiters look.
+    notify.unregister(a, full_batch=True)
+    assert (b.pending, c.pending, d.pending, e.pending) == (True, True, False, False)
+    # Leaving without a full batch and without a wake-up wakes nobody (d is not the head).
+    notify.unregister(d)
+    assert not e.pending
+    # b leaves holding a wake-up it never used: it goes to a waiter that has none (e).
+    notify.unregister(b)
+    assert e.pending
+    # The head polls for the group; when it leaves, its successor is woken to take over.
+    assert hub.leads(c)
+    c.wait(0)  # c consumes its wake-up
+    e.wait(0)
+    notify.unregister(c)
+    assert hub.leads(e) and e.pending
+    notify.unregister(e)
+    assert hub.waiters() == 0
+
+
+def test_groups_are_separate_and_ungrouped_interests_always_lead(queue_name, loop):
+    labelled = notify.register(queue_name, loop=loop, group=("rest-label", "x"))
+    plain = notify.register(queue_name, loop=loop, group=("rest-label", None))
+    hub = notify.hub()
+    try:
+        assert hub.leads(labelled) and hub.leads(plain)
+        with notify.interest(queue_name) as ungrouped:
+            assert hub.leads(ungrouped)
+            hub.close()  # a lost connection wakes everyone, grouped or not
+            assert labelled.pending and plain.pending and ungrouped.wait(0)
+    finally:
+        notify.unregister(labelled)
+        notify.unregister(plain)

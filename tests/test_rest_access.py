@@ -161,3 +161,61 @@ def test_session_authentication_needs_the_csrf_token_for_changes(setup, client_f
     )
     assert allowed.status_code == 201, allowed.text
     browser.close()
+
+
+def test_a_changed_grant_group_or_superuser_flag_counts_from_the_next_request(
+    setup, client_for, make_user
+):
+    """The server keeps the compiled SQL of each user's grant check, never its answer."""
+    from django.contrib.auth.models import Group
+
+    user = make_user(is_staff=True)
+    api = client_for(user)
+    writers = Group.objects.create(name="writers")
+    pgq.grant_queue_access("q_other", writers, read=False, write=True)
+
+    def send() -> int:
+        return api.post("/v1/queues/q_other/messages", json={"body": 1}).status_code
+
+    assert send() == 403
+    user.groups.add(writers)
+    assert send() == 201
+    user.groups.remove(writers)
+    assert send() == 403
+    user.is_superuser = True
+    user.save()
+    assert send() == 201
+    assert api.post("/v1/queues/q_nope/messages", json={"body": 1}).status_code == 404
+    user.is_superuser = False
+    user.save()
+    assert send() == 403
+    pgq.grant_queue_access("q_other", user, read=False, write=True)
+    assert send() == 201
+    pgq.revoke_queue_access("q_other", user)
+    assert send() == 403
+    assert pgq.metrics("q_other").queue_length == 3
+
+
+def test_the_grant_check_by_name_agrees_with_the_queryset_rule(setup, make_user):
+    """access.may() by name runs a cached statement; it answers what queues_for() says."""
+    from django.contrib.auth.models import AnonymousUser, Group
+
+    from pgq_django import access
+
+    owner, reader, stranger = setup
+    grouped = make_user(is_staff=True)
+    team = Group.objects.create(name="team")
+    grouped.groups.add(team)
+    pgq.grant_queue_access("q_other", team, read=True, write=False, manage=True)
+    root = make_user(is_superuser=True)
+    names = ["q_mine", "q_other", "q_missing", "q_mine' OR '1'='1", "%", ""]
+    for user in [owner, reader, stranger, grouped, root, AnonymousUser()]:
+        for right in access.QUEUE_RIGHTS:
+            for name in names:
+                expected = access.queues_for(user, right).filter(name=name).exists()
+                assert access.may(user, right, name) is expected, (user, right, name)
+                assert access.may(user, right, name) is expected  # the cached statement
+    assert access.may(reader, "read", "q_mine") and not access.may(reader, "write", "q_mine")
+    assert access.may(grouped, "manage", "q_other") and not access.may(grouped, "write", "q_other")
+    with pytest.raises(pgq.PgqError):
+        access.may(reader, "publish-everything", "q_mine")

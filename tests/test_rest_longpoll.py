@@ -68,3 +68,42 @@ def test_five_hundred_long_polls_are_all_woken_and_each_message_is_delivered_onc
     assert len(received) == len(set(received)) == WAITERS
     assert set(received) == set(sent)
     assert all(m["delivery_attempts"] == 1 for batch in results for m in batch)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "on_loop"),
+    [
+        ("GET", "/v1/queues/q/messages", b"limit=5&wait_seconds=3", True),
+        ("GET", "/v1/queues/q/messages/", b"wait_seconds=0", True),
+        ("GET", "/v1/queues/q/messages", b"limit=5", False),
+        ("POST", "/v1/queues/q/messages", b"wait_seconds=3", False),
+        ("PUT", "/v1/queues/q/messages/ack", b"", False),
+        ("GET", "/v1/queues", b"", False),
+        ("GET", "/_test/waiters", b"", False),
+        ("GET", "/no/such/path", b"", False),
+    ],
+)
+def test_only_a_consume_that_may_wait_is_served_on_the_event_loop(method, path, query, on_loop):
+    """Everything else runs Django's synchronous cycle in one hop to a thread."""
+    from pgq_django.asgi import resolve_scope
+
+    scope = {"type": "http", "method": method, "path": path, "query_string": query}
+    needs_loop, match = resolve_scope(scope)
+    assert needs_loop is on_loop
+    assert (match is None) is (path == "/no/such/path")
+
+
+def test_a_long_poll_that_finds_a_message_at_once_or_never_answers_like_a_plain_consume(
+    admin_api,
+):
+    assert admin_api.post("/v1/queues", json={"id": "q_lp_now"}).status_code == 201
+    pgq.send("q_lp_now", "ready")
+    got = admin_api.get("/v1/queues/q_lp_now/messages?wait_seconds=5&limit=3")
+    assert got.status_code == 200
+    assert [m["body"] for m in got.json()["data"]] == ["ready"]
+    empty = admin_api.get("/v1/queues/q_lp_now/messages?wait_seconds=0.2&label=none")
+    assert empty.status_code == 200 and empty.json() == {"data": [], "limit": 10}
+    from pgq_django import notify
+
+    assert notify.hub().waiters() == 0  # (this process's hub; the server's is checked below)
+    assert admin_api.get("/_test/waiters").json() == {"waiters": 0}

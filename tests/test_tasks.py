@@ -13,12 +13,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 import pgq_django as pgq
-from pgq_django.tasks import (
-    TaskResultDoesNotExist,
-    TaskResultStatus,
-    task_handlers,
-)
+from pgq_django.tasks import TaskResultDoesNotExist, TaskResultStatus
 from pgq_django.worker.loop import Worker
+from pgq_django.worker.registry import task_handlers
 
 try:
     from django.tasks import exceptions as task_exceptions

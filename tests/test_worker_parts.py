@@ -11,7 +11,7 @@ from django.db import connection
 import pgq_django as pgq
 from pgq_django.worker import maintenance, registry
 from pgq_django.worker.executor import Outcome, execute
-from pgq_django.worker.leader import Leader
+from pgq_django.worker.leader import Leader, LeaderConfig
 from pgq_django.worker.leases import LeaseExtender
 from pgq_django.worker.loop import Worker
 from pgq_django.worker.notifier import Notifier, Wakeup
@@ -171,13 +171,14 @@ def test_the_notifier_wakes_idle_threads_when_a_served_queue_gets_a_message():
 @pytest.mark.django_db(transaction=True)
 def test_only_one_leader_at_a_time_and_another_takes_over_when_it_stops():
     ran: list[str] = []
-    first = Leader([maintenance.Duty("a", lambda: ran.append("a"), 3600)], tick=0.05)
-    second = Leader([maintenance.Duty("b", lambda: ran.append("b"), 3600)], tick=0.05)
+    fast = LeaderConfig(interval=0.05)
+    first = Leader([maintenance.Duty("a", lambda: ran.append("a"), 3600)], config=fast)
+    second = Leader([maintenance.Duty("b", lambda: ran.append("b"), 3600)], config=fast)
     assert first.try_elect() is True
     assert second.try_elect() is False
-    first._close()
+    first.resign()
     assert second.try_elect() is True
-    second._close()
+    second.resign()
     first.start()
     try:
         assert first.elected.wait(10)

@@ -222,3 +222,36 @@ def test_a_hung_handler_times_out_its_lease_is_not_extended_and_it_is_dead_lette
     _code, err = finish(proc)
     assert "event=handler_timeout" in err
     assert effects(q) == []  # the hung attempt never committed
+
+
+def test_a_worker_with_queue_imports_only_the_served_queues_callbacks(
+    effects_queue, make_queue, spawn, tmp_path
+):
+    """A broken callback module of one queue does not stop workers serving other queues."""
+    served = effects_queue()
+    pgq.send(served, {})
+    canary = make_queue()
+    pgq.register_callback(canary, "tests.import_canary.handle")  # imported here, in the test
+    pgq.send(canary, {})
+    imports = tmp_path / "imports"
+    env = {"PGQ_IMPORT_CANARY": str(imports), "PGQ_IMPORT_CANARY_FAILS": "1"}
+    proc = spawn(*WORKER, "--queue", served.name, "--once", **env)
+    code, err = finish(proc)
+    assert code == 0, err
+    assert len(effects(served)) == 1
+    assert not imports.exists(), "the worker imported another queue's callback"
+    assert pgq.metrics(canary).queue_length == 1  # left for a worker that serves it
+    # Serving every queue, the broken callback is logged and its queue skipped.
+    pgq.send(served, {})
+    code, err = finish(spawn(*WORKER, "--once", **env))
+    assert code == 0, err
+    assert "event=callback_import_failed" in err and "cannot be imported" in err
+    assert len(effects(served)) == 2
+    assert pgq.metrics(canary).queue_length == 1
+    imports.unlink()
+    # The control: serving the canary's queue does import it (and here the import fails).
+    proc = spawn(*WORKER, "--queue", canary.name, "--once", PGQ_IMPORT_CANARY=str(imports))
+    code, err = finish(proc)
+    assert code == 0, err
+    assert imports.read_text().split() == [str(proc.pid)]
+    assert pgq.metrics(canary).queue_length == 0

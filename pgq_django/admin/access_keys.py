@@ -44,8 +44,8 @@ class AccessKeyAdmin(admin.ModelAdmin):
     def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_active and request.user.is_superuser
 
-    has_view_permission = has_change_permission = (  # type: ignore[assignment]
-        lambda self, request, obj=None: request.user.is_active and request.user.is_superuser
+    has_view_permission = has_change_permission = lambda self, request, obj=None: (
+        request.user.is_active and request.user.is_superuser
     )
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 from django import forms
@@ -12,6 +11,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from .. import access
+from ..api.queue_settings import QUEUE_SETTINGS
 from ..exceptions import PgqError
 from ..models import (
     Binding,
@@ -21,26 +21,8 @@ from ..models import (
 )
 
 PAGE_SIZE = 50
-_page = threading.local()
-_QUEUE_API_FIELDS = (
-    "fifo",
-    "visibility_timeout",
-    "delivery_delay",
-    "retention",
-    "max_retries",
-    "retry_delay",
-    "backoff",
-    "backoff_cap",
-    "backoff_jitter",
-    "dead_letter_queue",
-    "max_message_size",
-    "max_length",
-    "archive_on_ack",
-    "rate_limit",
-    "concurrency_limit",
-    "callback",
-    "owner",
-)
+# The queue settings the admin's queue form may change: the API's table, nothing of its own.
+QUEUE_API_FIELDS = tuple(QUEUE_SETTINGS)
 
 
 def visible_queues(user: Any) -> QuerySet[Queue]:
@@ -52,15 +34,15 @@ def visible_queues(user: Any) -> QuerySet[Queue]:
     ).distinct()
 
 
-def _staff(request: HttpRequest) -> bool:
+def is_staff(request: HttpRequest) -> bool:
     return bool(request.user.is_active and request.user.is_staff)
 
 
-def _superuser(request: HttpRequest) -> bool:
+def is_superuser(request: HttpRequest) -> bool:
     return bool(request.user.is_active and request.user.is_superuser)
 
 
-def _age(seconds: float | None) -> str:
+def format_age(seconds: float | None) -> str:
     """A compact age: "42s", "7m 3s", "5h 12m", "3d 4h"."""
     if seconds is None:
         return "-"
@@ -74,7 +56,7 @@ def _age(seconds: float | None) -> str:
     return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
-def _pretty(value: Any) -> str:
+def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
@@ -104,7 +86,7 @@ class _ManagedInline(admin.TabularInline):
         return obj is not None and access.may(request.user, "manage", obj)
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return _staff(request)
+        return is_staff(request)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._manages(request, obj)
@@ -230,7 +212,7 @@ class ExchangeBindingInline(_ManagedInline):
         queues it feeds and with which filters.
         """
         found = super().get_queryset(request)
-        if _superuser(request):
+        if is_superuser(request):
             return found
         return found.filter(
             Q(exchange__in=access.exchanges_for(request.user, "manage").values("pk"))

@@ -19,8 +19,8 @@ from .common import (
     ExchangeBindingInline,
     ExchangeGrantInline,
     WithoutBulkDelete,
-    _staff,
-    _superuser,
+    is_staff,
+    is_superuser,
 )
 
 # -- exchanges --------------------------------------------------------------------------------
@@ -42,18 +42,20 @@ class ExchangeAdmin(WithoutBulkDelete, admin.ModelAdmin):
 
     @admin.display(description="bindings", ordering="n_bindings")
     def binding_count(self, obj: Exchange) -> int:
-        return obj.n_bindings  # type: ignore[attr-defined]
+        # get_queryset annotates n_bindings; the model class does not declare it.
+        count: int = obj.n_bindings  # type: ignore[attr-defined]
+        return count
 
     def has_module_permission(self, request: HttpRequest) -> bool:
-        return _staff(request)
+        return is_staff(request)
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if not _staff(request):
+        if not is_staff(request):
             return False
         return obj is None or access.may(request.user, "publish", obj)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if not _staff(request):
+        if not is_staff(request):
             return False
         return obj is None or access.may(request.user, "manage", obj)
 
@@ -61,11 +63,11 @@ class ExchangeAdmin(WithoutBulkDelete, admin.ModelAdmin):
         return obj is not None and self.has_change_permission(request, obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return _staff(request) and request.user.has_perm("pgq_django.add_exchange")
+        return is_staff(request) and request.user.has_perm("pgq_django.add_exchange")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         fields: tuple[str, ...] = ("name", "type") if obj is not None else ()
-        if not _superuser(request):
+        if not is_superuser(request):
             # The owner holds every right; only a superuser hands that over (and a dropdown
             # of owners would list every user of the site). A new exchange is the creator's.
             fields += ("owner",)

@@ -29,9 +29,9 @@ from ..models import (
 from ..models.messages import MessageFields
 from .common import (
     PAGE_SIZE,
-    _age,
-    _pretty,
-    _staff,
+    format_age,
+    is_staff,
+    pretty_json,
     visible_queues,
 )
 from .errors import split_errors
@@ -127,14 +127,14 @@ class QueuePagesMixin(_AdminBase):
         shown = []
         for m in page.object_list:
             headers, errors = split_errors(m)
-            body = _pretty(m.message)
+            body = pretty_json(m.message)
             shown.append(
                 {
                     "obj": m,
                     "body": body[:MAX_BODY_SHOWN],
                     "body_hidden": max(0, len(body) - MAX_BODY_SHOWN),
-                    "headers": _pretty(headers),
-                    "attributes": _pretty(m.attributes) if m.attributes else "",
+                    "headers": pretty_json(headers),
+                    "attributes": pretty_json(m.attributes) if m.attributes else "",
                     "errors": errors,
                     "status": getattr(m, "outcome", None) or _status(m, now),
                 }
@@ -149,7 +149,7 @@ class QueuePagesMixin(_AdminBase):
             "page": page,
             "messages_shown": shown,
             "metric": metric,
-            "oldest": _age(metric.oldest_msg_age_sec),
+            "oldest": format_age(metric.oldest_msg_age_sec),
             "can_manage": access.may(request.user, "manage", queue),
             "can_write": access.may(request.user, "write", queue),
             "is_dead_letter_queue": queue.source_queues.exists(),
@@ -258,7 +258,7 @@ class QueuePagesMixin(_AdminBase):
                 "depth": m.queue_length,
                 "in_flight": m.in_flight,
                 "dead_letters": m.dead_letters,
-                "oldest": _age(m.oldest_msg_age_sec),
+                "oldest": format_age(m.oldest_msg_age_sec),
                 "url": reverse("admin:pgq_django_queue_messages", args=[queues[m.queue_name]]),
             }
             for m in rows
@@ -272,7 +272,7 @@ class QueuePagesMixin(_AdminBase):
         return data
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
-        if not _staff(request):
+        if not is_staff(request):
             return HttpResponseRedirect(reverse("admin:index"))
         context = {
             **self.admin_site.each_context(request),
@@ -284,7 +284,7 @@ class QueuePagesMixin(_AdminBase):
         return TemplateResponse(request, "pgq_django/admin/dashboard.html", context)
 
     def dashboard_data(self, request: HttpRequest) -> JsonResponse:
-        if not _staff(request):
+        if not is_staff(request):
             return JsonResponse({"error": "staff only"}, status=403)
         return JsonResponse(self._dashboard_payload(request))
 

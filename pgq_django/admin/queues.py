@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from django import forms
@@ -14,24 +15,27 @@ from django.utils.html import format_html
 import pgq_django as pgq
 
 from .. import access
+from ..api.queue_settings import QUEUE_SETTINGS
 from ..exceptions import PgqError
 from ..models import (
     Queue,
 )
 from .common import (
-    _QUEUE_API_FIELDS,
+    QUEUE_API_FIELDS,
     QueueBindingInline,
     QueueGrantInline,
     WithoutBulkDelete,
-    _age,
-    _page,
-    _staff,
-    _superuser,
+    format_age,
+    is_staff,
+    is_superuser,
     visible_queues,
 )
 
 # -- queues -----------------------------------------------------------------------------------
 from .queue_pages import QueuePagesMixin
+
+# Metrics of the queue list page being rendered, fetched once for all its rows.
+_page = threading.local()
 
 # Settings only a superuser may set: the owner decides who holds every right, and the
 # callback is code every worker imports and runs.
@@ -46,9 +50,16 @@ class QueueForm(forms.ModelForm):
     error at save time.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Each setting is explained once, in the API's table.
+        for name, field in self.fields.items():
+            if name in QUEUE_SETTINGS:
+                field.help_text = QUEUE_SETTINGS[name].doc
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        given = {f: cleaned[f] for f in _QUEUE_API_FIELDS if f in cleaned}
+        given = {f: cleaned[f] for f in QUEUE_API_FIELDS if f in cleaned}
         dlq = given.get("dead_letter_queue")
         if dlq is not None and self.instance.pk is not None and dlq.pk == self.instance.pk:
             self.add_error("dead_letter_queue", "A queue cannot be its own dead-letter queue.")
@@ -114,15 +125,15 @@ class QueueAdmin(QueuePagesMixin, WithoutBulkDelete, admin.ModelAdmin):
     # Permissions: grants, not Django model permissions, decide (superusers: everything).
 
     def has_module_permission(self, request: HttpRequest) -> bool:
-        return _staff(request)
+        return is_staff(request)
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if not _staff(request):
+        if not is_staff(request):
             return False
         return obj is None or visible_queues(request.user).filter(pk=obj.pk).exists()
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if not _staff(request):
+        if not is_staff(request):
             return False
         return obj is None or access.may(request.user, "manage", obj)
 
@@ -130,11 +141,11 @@ class QueueAdmin(QueuePagesMixin, WithoutBulkDelete, admin.ModelAdmin):
         return self.has_change_permission(request, obj) and obj is not None
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return _staff(request) and request.user.has_perm("pgq_django.add_queue")
+        return is_staff(request) and request.user.has_perm("pgq_django.add_queue")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         fields: tuple[str, ...] = ("name", "paused") if obj is not None else ("paused",)
-        if not _superuser(request):
+        if not is_superuser(request):
             fields += _SUPERUSER_FIELDS
         return fields
 
@@ -162,7 +173,7 @@ class QueueAdmin(QueuePagesMixin, WithoutBulkDelete, admin.ModelAdmin):
     # Changes go through the functional API.
 
     def save_model(self, request: HttpRequest, obj: Queue, form: Any, change: bool) -> None:
-        fields = {f: getattr(obj, f) for f in _QUEUE_API_FIELDS if f in form.cleaned_data}
+        fields = {f: getattr(obj, f) for f in QUEUE_API_FIELDS if f in form.cleaned_data}
         try:
             if change:
                 changed = {f: v for f, v in fields.items() if f in form.changed_data}
@@ -204,7 +215,7 @@ class QueueAdmin(QueuePagesMixin, WithoutBulkDelete, admin.ModelAdmin):
     @admin.display(description="oldest")
     def oldest_age(self, obj: Queue) -> str:
         m = self._metric(obj)
-        return _age(m.oldest_msg_age_sec) if m else "-"
+        return format_age(m.oldest_msg_age_sec) if m else "-"
 
     @admin.display(description="dead letters")
     def dead_letters(self, obj: Queue) -> Any:

@@ -1,7 +1,8 @@
 """Cancellation, completion tracking, redrive and queue callbacks.
 
-These sit beside :mod:`.messages`: each validates its arguments, runs one named statement of
-:mod:`pgq_django.delivery`, and turns "no such queue" into QueueNotFound.
+These sit beside :mod:`.messages`: each validates its arguments, calls one delivery method of
+``Message.objects`` (:mod:`pgq_django.managers.delivery`), and turns "no such queue" into
+QueueNotFound.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .. import delivery as sql
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueNotFound
-from ..models import Outcome
+from ..models import ArchivedMessage, Outcome
+from ..types import MessageRef, MessageRefs, QueueRef
 from . import validation as v
-from .messages import _missing, _queue_full, _ref
 from .recovery import recovers
+from .refs import message_manager, message_ref, message_refs, queue_missing
+from .sending import send_trusted
 
 # A NUL character in JSON text: ``\u0000`` not itself escaped (``\\u0000`` is text).
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -64,59 +66,60 @@ class Result:
 
 
 @recovers()
-def result(msg_id: Any) -> Result | None:
+def result(msg_id: MessageRef) -> Result | None:
     """The state of a message by id, live or archived; None if it left no trace.
 
     A message deleted by an ack on a queue without ``archive_on_ack`` leaves no trace, so
     queues whose outcomes matter (task queues) should archive on ack.
     """
-    ident = _ref(msg_id)[0]
-    row = sql.run(sql.RESULT, {"msg_id": ident})
+    ident = message_ref(msg_id)[0]
+    row = message_manager().result(ident)
     if row is None:
         return None
-    _where, queue_name, outcome, value, error, archived_at, *cols = row
-    columns = dict(zip(sql.MESSAGE_COLUMNS, cols, strict=True))
     return Result(
         msg_id=ident,
-        queue_name=queue_name,
-        outcome=outcome,
-        result=value,
-        error=error,
-        attempts=columns["read_ct"],
-        enqueued_at=columns["enqueued_at"],
-        finished_at=archived_at,
-        headers=columns["headers"] or {},
-        message=columns["message"],
-        cancel_requested=columns["cancel_requested"],
+        queue_name=row.queue_name,
+        outcome=row.outcome,
+        result=row.result,
+        error=row.error,
+        attempts=row.read_ct,
+        enqueued_at=row.enqueued_at,
+        finished_at=row.finished_at,
+        headers=row.headers or {},
+        message=row.message,
+        cancel_requested=row.cancel_requested,
     )
 
 
 @recovers()
-def cancel(queue: Any, msg_id: Any) -> bool:
+def cancel(queue: QueueRef, msg_id: MessageRef) -> bool:
     """Cancel a message: a pending one is archived as ``cancelled`` at once; a leased one is
     flagged ``cancel_requested`` (see :func:`cancel_requested`) and is archived as cancelled
     instead of being delivered again. False for an unknown message."""
     name = v.name(queue)
-    row = sql.run(sql.CANCEL, {"queue": name, "msg_id": _ref(msg_id)[0]})
-    if row is None or row[0] is None:
-        raise _missing(name)
-    return row[1] is not None
+    queue_id, outcome = message_manager().cancel(name, message_ref(msg_id)[0])
+    if queue_id is None:
+        raise queue_missing(name)
+    return outcome is not None
 
 
 @recovers()
-def cancel_requested(msg_id: Any) -> bool:
+def cancel_requested(msg_id: MessageRef) -> bool:
     """Whether :func:`cancel` was called for a message a handler is working on.
 
     A long handler checks this between steps and stops early; it reads committed state, so it
     sees a cancel made while the handler's own transaction is open.
     """
-    row = sql.run(sql.CANCEL_REQUESTED, {"msg_id": _ref(msg_id)[0]})
-    return bool(row and row[0])
+    return message_manager().cancel_requested(message_ref(msg_id)[0])
 
 
 @recovers(False)
 def redrive(
-    dead_letter_queue: Any, *, to: Any = None, limit: int | None = None, origins: Any = None
+    dead_letter_queue: QueueRef,
+    *,
+    to: QueueRef | None = None,
+    limit: int | None = None,
+    origins: Any = None,
 ) -> int:
     """Move messages from a dead-letter queue back to the queue they failed on (or to ``to``).
 
@@ -141,23 +144,14 @@ def redrive(
         from .queues import get_queue
 
         get_queue(dest)
-    row = sql.run(
-        sql.REDRIVE,
-        {
-            "dlq": name,
-            "to": dest,
-            "origins": only,
-            "limit": count,
-            "channel": settings.NOTIFY_CHANNEL,
-        },
-    )
-    if row is None or row[0] is None:
-        raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name)
-    return int(row[1])
+    queue_id, moved = message_manager().redrive(name, to=dest, origins=only, limit=count)
+    if queue_id is None:
+        raise QueueNotFound.for_name(name)
+    return moved
 
 
 @recovers()
-def dead_letter_origins(dead_letter_queue: Any) -> dict[str, int]:
+def dead_letter_origins(dead_letter_queue: QueueRef) -> dict[str, int]:
     """Where :func:`redrive` would send a dead-letter queue's messages: queue name -> count.
 
     Only queues that still exist are listed; messages without a recorded origin are not
@@ -166,11 +160,11 @@ def dead_letter_origins(dead_letter_queue: Any) -> dict[str, int]:
     from .queues import get_queue
 
     queue = get_queue(dead_letter_queue)
-    return {name: int(n) for name, n in sql.run_all(sql.DEAD_LETTER_ORIGINS, {"dlq": queue.name})}
+    return message_manager().dead_letter_origins(queue.name)
 
 
 @recovers(False)
-def replay(queue: Any, msg_ids: Any, *, to: Any = None) -> list[int]:
+def replay(queue: QueueRef, msg_ids: MessageRefs, *, to: QueueRef | None = None) -> list[int]:
     """Send copies of archived messages of ``queue`` to ``to`` (by default back to ``queue``).
 
     The archive keeps the originals. A copy has the original's body, attributes, label and
@@ -181,8 +175,6 @@ def replay(queue: Any, msg_ids: Any, *, to: Any = None) -> list[int]:
     """
     from django.db import transaction
 
-    from ..models import ArchivedMessage
-    from .messages import _send_batch
     from .queues import get_queue
 
     if isinstance(msg_ids, int):
@@ -203,7 +195,7 @@ def replay(queue: Any, msg_ids: Any, *, to: Any = None) -> list[int]:
                 if not k.lower().startswith(v.RESERVED_HEADER_PREFIX)
             }
             headers["pgq_replayed_from"] = row.msg_id
-            sent += _send_batch(
+            sent += send_trusted(
                 dest.name,
                 [row.message],
                 headers=headers,
@@ -215,7 +207,7 @@ def replay(queue: Any, msg_ids: Any, *, to: Any = None) -> list[int]:
 
 
 @recovers()
-def register_callback(queue: Any, callback: str) -> Any:
+def register_callback(queue: QueueRef, callback: str) -> Any:
     """Set the dotted path of the function workers call for each message (pgpro).
 
     The path must import and name something callable (checked here, in this process). A
@@ -230,38 +222,15 @@ def register_callback(queue: Any, callback: str) -> Any:
 
 
 @recovers()
-def unregister_callback(queue: Any) -> Any:
+def unregister_callback(queue: QueueRef) -> Any:
     """Remove a queue's callback; its messages wait until a handler or callback appears."""
     from .queues import alter_queue
 
     return alter_queue(queue, callback="")
 
 
-def send_deduplicated(name: str, body: str, *, size: int, **options: Any) -> int:
-    """Send one message under a dedup_id; a repeat within 5 minutes returns the first id.
-
-    Called by :func:`pgq_django.send` when ``dedup_id`` is given.
-    """
-    row = sql.run(
-        sql.SEND_DEDUPLICATED,
-        {
-            "queue": name,
-            "body": body,
-            "size": size,
-            "window": sql.DEDUP_WINDOW_SECONDS,
-            "channel": settings.NOTIFY_CHANNEL,
-            **options,
-        },
-    )
-    if row is None or row[0] is None:
-        raise _missing(name, size=size)
-    if row[4]:
-        raise _queue_full(name, 1)
-    return int(row[1])
-
-
 @recovers()
-def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
+def complete(queue: QueueRef, msg_id: MessageRef, *, result: Any = None) -> bool:
     """Acknowledge a message and record what its handler produced.
 
     Like :func:`pgq_django.delete` (a receipt fences out a consumer whose lease was taken
@@ -271,8 +240,6 @@ def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
     ``details["field"] == "result"`` before anything changes.
     """
     from django.core.serializers.json import DjangoJSONEncoder
-
-    from ..models import Message
 
     name = v.name(queue)
     encoded = None
@@ -289,60 +256,46 @@ def complete(queue: Any, msg_id: Any, *, result: Any = None) -> bool:
             raise InvalidArgument(
                 "result cannot be stored as JSON: it holds a NUL character.", field="result"
             )
-    queue_id, deleted = Message.objects.db_manager(settings.DATABASE).ack(
-        name, [_ref(msg_id)], result=encoded
-    )
+    queue_id, deleted = message_manager().ack(name, [message_ref(msg_id)], result=encoded)
     if queue_id is None:
-        raise _missing(name)
+        raise queue_missing(name)
     return bool(deleted)
 
 
 @recovers()
-def release_leases(queue: Any, msg_ids: Any) -> list[int]:
+def release_leases(queue: QueueRef, msg_ids: MessageRefs) -> list[int]:
     """Hand leased messages back unstarted: visible now, the unused delivery not counted.
 
     Takes receipts (or leased Message objects); a receipt whose lease was already taken over
     is skipped. Returns the ids released.
     """
-    from .messages import _refs
-
     name = v.name(queue)
-    _single, refs = _refs(msg_ids)
+    _single, refs = message_refs(msg_ids)
     if any(ct is None for _id, ct in refs):
         raise InvalidArgument("release_leases needs receipts or leased messages, not bare ids.")
-    row = sql.run(
-        sql.RELEASE_LEASES,
-        {
-            "queue": name,
-            "ids": [r[0] for r in refs],
-            "cts": [r[1] for r in refs],
-            "channel": settings.NOTIFY_CHANNEL,
-        },
-    )
-    if row is None or row[0] is None:
-        raise _missing(name)
-    return list(row[1])
+    queue_id, released = message_manager().release_leases(name, refs)
+    if queue_id is None:
+        raise queue_missing(name)
+    return list(released)
 
 
 @recovers()
-def archive_cancelled(queue: Any, msg_id: Any) -> bool:
+def archive_cancelled(queue: QueueRef, msg_id: MessageRef) -> bool:
     """Archive a leased message whose cancellation was requested, as ``cancelled``.
 
     The worker calls this instead of running the handler when it leases a message that was
     cancelled while it waited for a retry.
     """
-    from ..models import Message
-
     name = v.name(queue)
-    queue_id, moved = Message.objects.db_manager(settings.DATABASE).archive(
-        name, [_ref(msg_id)], outcome=Outcome.CANCELLED
+    queue_id, moved = message_manager().archive(
+        name, [message_ref(msg_id)], outcome=Outcome.CANCELLED
     )
     if queue_id is None:
-        raise _missing(name)
+        raise queue_missing(name)
     return bool(moved)
 
 
-def reject(queue: Any, msg_id: Any, *, error: str) -> bool:
+def reject(queue: QueueRef, msg_id: MessageRef, *, error: str) -> bool:
     """Fail a message for good: archived as ``dead`` with ``error``, never retried.
 
     Unlike :func:`pgq_django.nack` this skips the remaining retries and the dead-letter
@@ -350,13 +303,11 @@ def reject(queue: Any, msg_id: Any, *, error: str) -> bool:
     raises :class:`~pgq_django.RejectMessage`). False for an unknown message or a receipt
     whose lease was taken over.
     """
-    from ..models import Message
-
     name = v.name(queue)
     text = v.text(error, "error", allow_none=False, max_length=100_000)
-    queue_id, moved = Message.objects.db_manager(settings.DATABASE).archive(
-        name, [_ref(msg_id)], outcome=Outcome.DEAD, error=text
+    queue_id, moved = message_manager().archive(
+        name, [message_ref(msg_id)], outcome=Outcome.DEAD, error=text
     )
     if queue_id is None:
-        raise _missing(name)
+        raise queue_missing(name)
     return bool(moved)

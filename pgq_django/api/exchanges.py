@@ -22,10 +22,11 @@ from ..exceptions import (
     QueueFull,
 )
 from ..models import Binding, Exchange, ExchangeType, Queue
+from ..types import ExchangeRef, QueueRef
 from . import validation as v
-from .messages import SendOptions, _send_options
 from .queues import get_queue
 from .recovery import has_dedup_id, recovers
+from .sending import SendOptions, check_send_options
 
 
 def _db() -> str:
@@ -33,13 +34,13 @@ def _db() -> str:
 
 
 @recovers()
-def get_exchange(exchange: Any) -> Exchange:
+def get_exchange(exchange: ExchangeRef) -> Exchange:
     """The Exchange for a name or instance; raises ExchangeNotFound."""
     name = v.name(exchange, kind="exchange")
     try:
         return Exchange.objects.using(_db()).get(name=name)
     except Exchange.DoesNotExist:
-        raise ExchangeNotFound(f"Exchange {name!r} does not exist.", exchange=name) from None
+        raise ExchangeNotFound.for_name(name) from None
 
 
 @recovers(False)
@@ -101,7 +102,7 @@ def drop_exchange(name: Any, *, cascade: bool = False) -> bool:
 
 @recovers()
 def bind_queue(
-    queue: Any, exchange: Any, routing_key: str | None = None, *, filters: Any = None
+    queue: QueueRef, exchange: ExchangeRef, routing_key: str | None = None, *, filters: Any = None
 ) -> Binding:
     """Route the exchange's messages to the queue.
 
@@ -129,7 +130,7 @@ def bind_queue(
 
 
 @recovers()
-def unbind_queue(queue: Any, exchange: Any, routing_key: str | None = None) -> int:
+def unbind_queue(queue: QueueRef, exchange: ExchangeRef, routing_key: str | None = None) -> int:
     """Stop routing to the queue: one routing key, or every binding when ``routing_key`` is
     None. Returns how many bindings were removed (0 is not an error)."""
     x = get_exchange(exchange)
@@ -142,7 +143,9 @@ def unbind_queue(queue: Any, exchange: Any, routing_key: str | None = None) -> i
 
 
 @recovers()
-def list_bindings(*, exchange: Any = None, queue: Any = None) -> list[Binding]:
+def list_bindings(
+    *, exchange: ExchangeRef | None = None, queue: QueueRef | None = None
+) -> list[Binding]:
     """Bindings of one exchange, one queue, both, or all, with their exchange and queue."""
     found = Binding.objects.using(_db()).select_related("exchange", "queue")
     if exchange is not None:
@@ -154,7 +157,7 @@ def list_bindings(*, exchange: Any = None, queue: Any = None) -> list[Binding]:
 
 @recovers(has_dedup_id)
 def publish(
-    exchange: Any,
+    exchange: ExchangeRef,
     message: Any,
     *,
     routing_key: str | None = None,
@@ -173,14 +176,14 @@ def publish(
     name = v.name(exchange, kind="exchange")
     key = routing.routing_key(routing_key)
     v.unreserved_headers(send_options.get("headers"))
-    opts = _send_options(dict(send_options))
+    opts = check_send_options(dict(send_options))
     body = v.body(message, send_options.get("headers"))
     size = len(body.encode())
     exchange_id, ids, too_large, full = Exchange.objects.db_manager(_db()).publish_body(
         name, body, size=size, routing_key=key, **opts
     )
     if exchange_id is None:
-        raise ExchangeNotFound(f"Exchange {name!r} does not exist.", exchange=name)
+        raise ExchangeNotFound.for_name(name)
     if full is not None:
         raise QueueFull(
             f"Queue {full!r} bound to exchange {name!r} holds its max_length messages; "
@@ -196,4 +199,4 @@ def publish(
             size=size,
             max_message_size=limit,
         )
-    return ids
+    return list(ids)

@@ -16,6 +16,7 @@ from django.db import transaction
 from ..conf import settings
 from ..exceptions import InvalidArgument
 from ..models import ExchangeGrant, QueueGrant
+from ..types import ExchangeRef, QueueRef
 from .exchanges import get_exchange
 from .queues import get_queue
 from .recovery import recovers
@@ -46,7 +47,7 @@ def _flag(value: Any, field: str) -> bool:
 
 @recovers()
 def grant_queue_access(
-    queue: Any, to: Any, *, read: bool = True, write: bool = True, manage: bool = False
+    queue: QueueRef, to: Any, *, read: bool = True, write: bool = True, manage: bool = False
 ) -> QueueGrant:
     """Give ``to`` these rights on the queue, replacing any earlier grant to ``to``."""
     rights = {
@@ -64,7 +65,7 @@ def grant_queue_access(
 
 
 @recovers()
-def revoke_queue_access(queue: Any, to: Any) -> bool:
+def revoke_queue_access(queue: QueueRef, to: Any) -> bool:
     """Remove the grant to ``to`` on the queue; False if there was none.
 
     A user keeps what their groups' grants (or ownership) give them.
@@ -77,14 +78,14 @@ def revoke_queue_access(queue: Any, to: Any) -> bool:
 
 
 @recovers()
-def reset_queue_access(queue: Any) -> int:
+def reset_queue_access(queue: QueueRef) -> int:
     """Remove every grant on the queue, so only its owner (and superusers) keep access."""
     deleted, _ = QueueGrant.objects.using(settings.DATABASE).filter(queue=get_queue(queue)).delete()
     return deleted
 
 
 @recovers()
-def grant_publish_access(exchange: Any, to: Any) -> ExchangeGrant:
+def grant_publish_access(exchange: ExchangeRef, to: Any) -> ExchangeGrant:
     """Let ``to`` publish through the exchange."""
     who = _grantee(to)
     x = get_exchange(exchange)
@@ -96,7 +97,7 @@ def grant_publish_access(exchange: Any, to: Any) -> ExchangeGrant:
 
 
 @recovers()
-def revoke_publish_access(exchange: Any, to: Any) -> bool:
+def revoke_publish_access(exchange: ExchangeRef, to: Any) -> bool:
     """Remove the publish grant to ``to``; False if there was none."""
     who = _grantee(to)
     deleted, _ = (

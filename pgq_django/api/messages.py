@@ -8,85 +8,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from datetime import timedelta
-from typing import Any, TypedDict, Unpack
+from typing import Any, Unpack
 
 from ..conf import settings
-from ..exceptions import InvalidArgument, MessageTooLarge, QueueFull, QueueNotFound, QueuePaused
-from ..managers import MessageRef
-from ..models import Message, Receipt
+from ..exceptions import InvalidArgument
+from ..models import Message
+from ..types import Duration, MessageRef, MessageRefs, QueueRef
 from . import validation as v
 from .recovery import has_dedup_id, recovers
-
-
-def _manager() -> Any:
-    return Message.objects.db_manager(settings.DATABASE)
-
-
-def _missing(queue: str, *, size: int | None = None) -> Exception:
-    """The error that explains why a statement matched no queue."""
-    state = _manager().queue_state(queue)
-    if state is None:
-        return QueueNotFound(f"Queue {queue!r} does not exist.", queue=queue)
-    paused, max_size = state[1], state[2]
-    if size is not None and size > max_size:
-        return MessageTooLarge(
-            f"The message is {size} bytes; queue {queue!r} accepts at most {max_size}.",
-            queue=queue,
-            size=size,
-            max_message_size=max_size,
-        )
-    if paused:
-        return QueuePaused(f"Queue {queue!r} is paused.", queue=queue)
-    return QueueNotFound(f"Queue {queue!r} does not exist.", queue=queue)
-
-
-class SendOptions(TypedDict, total=False):
-    """The keyword options of :func:`send`, :func:`send_batch` and ``publish``."""
-
-    headers: dict[str, Any] | None
-    attributes: dict[str, Any] | None
-    label: str | None
-    priority: int
-    delay: float | timedelta | None
-    group: str | None
-    dedup_id: str | None
-    expires_in: float | timedelta | None
-    max_retries: int | None
-    retry_delay: float | timedelta | None
-
-
-SEND_OPTIONS = frozenset(SendOptions.__annotations__)
-
-
-def _send_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Checked send options. An unknown name is a clear error, not a TypeError."""
-    unknown = sorted(set(options) - SEND_OPTIONS)
-    if unknown:
-        raise InvalidArgument(
-            f"{', '.join(map(repr, unknown))} is not a send option; the options are "
-            f"{', '.join(sorted(SEND_OPTIONS))}.",
-            field=unknown[0],
-        )
-    get = options.get
-    return {
-        "headers": v.mapping(get("headers"), "headers"),
-        "attributes": v.mapping(get("attributes"), "attributes"),
-        "label": v.text(get("label"), "label"),
-        "priority": v.integer(
-            get("priority", 0), "priority", minimum=-(2**31), maximum=v.INT32_MAX
-        ),
-        "delay": v.seconds(get("delay"), "delay", allow_none=True),
-        "group": v.text(get("group"), "group", max_length=128),
-        "dedup_id": v.text(get("dedup_id"), "dedup_id", max_length=128),
-        "expires_in": v.seconds(get("expires_in"), "expires_in", allow_none=True, minimum=0.001),
-        "max_retries": v.integer(get("max_retries"), "max_retries", allow_none=True),
-        "retry_delay": v.seconds(get("retry_delay"), "retry_delay", allow_none=True),
-    }
+from .refs import message_manager, message_ref, message_refs, queue_missing
+from .sending import SendOptions, refuse_inside_atomic, send_trusted
 
 
 @recovers(has_dedup_id)
-def send(queue: Any, message: Any, *, wait: Any = None, **options: Unpack[SendOptions]) -> int:
+def send(
+    queue: QueueRef, message: Any, *, wait: Duration | None = None, **options: Unpack[SendOptions]
+) -> int:
     """Put one message on a queue; returns its msg_id.
 
     Inside ``transaction.atomic()`` on the queue database the message becomes visible only
@@ -107,7 +44,11 @@ def send(queue: Any, message: Any, *, wait: Any = None, **options: Unpack[SendOp
 
 @recovers(has_dedup_id)
 def send_batch(
-    queue: Any, messages: Iterable[Any], *, wait: Any = None, **options: Unpack[SendOptions]
+    queue: QueueRef,
+    messages: Iterable[Any],
+    *,
+    wait: Duration | None = None,
+    **options: Unpack[SendOptions],
 ) -> list[int]:
     """Put several messages on a queue in one round trip; ids come back in input order.
 
@@ -118,123 +59,20 @@ def send_batch(
     with ``pgq_`` are reserved for the server and refused.
     """
     v.unreserved_headers(options.get("headers"))
-    return _send_batch(queue, messages, wait=wait, **options)
-
-
-def _send_batch(
-    queue: Any, messages: Iterable[Any], *, wait: Any = None, **options: Any
-) -> list[int]:
-    """:func:`send_batch` for the API's own records (replays): reserved headers allowed."""
-    name = v.name(queue)
-    opts = _send_options(dict(options))
-    deadline = _wait_deadline(wait)
-    raw = options.get("headers")
-    if isinstance(messages, str | bytes | dict) or not isinstance(messages, Iterable):
-        raise InvalidArgument("messages must be a list of message bodies.")
-    bodies = _bodies(messages, raw)
-    if not bodies:
-        return []
-    size = max(len(b.encode()) for b in bodies)
-    if opts["dedup_id"] is not None and len(bodies) != 1:
-        raise InvalidArgument(
-            "dedup_id applies to one message; send them one by one.", field="dedup_id"
-        )
-    pause = 0.02
-    while True:
-        try:
-            return _insert(name, bodies, size, opts)
-        except QueueFull:
-            remaining = -1.0 if deadline is None else deadline - time.monotonic()
-            if remaining <= 0:
-                raise
-            time.sleep(min(pause, remaining))
-            pause = min(pause * 2, 0.5)
-
-
-def _insert(name: str, bodies: list[str], size: int, opts: dict[str, Any]) -> list[int]:
-    if opts["dedup_id"] is not None:
-        from .delivery import send_deduplicated
-
-        return [send_deduplicated(name, bodies[0], size=size, **opts)]
-    queue_id, ids, full = _manager().send_bodies(name, bodies, size=size, **opts)
-    if queue_id is None:
-        raise _missing(name, size=size)
-    if full:
-        raise _queue_full(name, len(bodies))
-    return list(ids)
-
-
-def _bodies(messages: Iterable[Any], headers: Any) -> list[str]:
-    """Encoded bodies, refusing a batch too long or too large before anything is sent."""
-    most, budget = settings.SEND_BATCH_MAX_MESSAGES, settings.SEND_BATCH_MAX_BYTES
-    bodies: list[str] = []
-    total = 0
-    for message in messages:
-        if len(bodies) == most:
-            raise InvalidArgument(
-                f"A batch holds at most {most} messages (PGQ['SEND_BATCH_MAX_MESSAGES']); "
-                "split it.",
-                field="messages",
-            )
-        body = v.body(message, headers)
-        total += len(body)  # characters: a lower bound of the bytes, checked exactly below
-        if total > budget and (total := sum(len(b.encode()) for b in (*bodies, body))) > budget:
-            raise MessageTooLarge(
-                f"The batch's bodies are more than {budget} bytes together "
-                "(PGQ['SEND_BATCH_MAX_BYTES']); split it.",
-                size=total,
-            )
-        bodies.append(body)
-    return bodies
-
-
-def _wait_deadline(wait: Any) -> float | None:
-    """When a send waiting for room under max_length gives up (None: it does not wait)."""
-    if wait is None:
-        return None
-    seconds = v.seconds(wait, "wait")
-    if seconds > settings.MAX_WAIT_SECONDS:
-        raise InvalidArgument(
-            f"wait must be at most {settings.MAX_WAIT_SECONDS} seconds (PGQ['MAX_WAIT_SECONDS']).",
-            field="wait",
-        )
-    _refuse_inside_atomic("wait")
-    return time.monotonic() + seconds
-
-
-def _refuse_inside_atomic(what: str) -> None:
-    """Waiting inside transaction.atomic() would hold the caller's transaction open."""
-    from django.db import connections
-
-    if not connections[settings.DATABASE].in_atomic_block:
-        return
-    raise InvalidArgument(
-        f"{what} cannot be used inside transaction.atomic(): waiting would hold the "
-        "transaction (and its locks) open; wait outside it, or don't wait.",
-        field=what,
-    )
-
-
-def _queue_full(name: str, count: int) -> QueueFull:
-    """The error for a send that found no room for ``count`` messages under max_length."""
-    limit = _manager().queue_state(name)
-    return QueueFull(
-        f"Queue {name!r} has no room for {count} more message{'s' if count != 1 else ''} "
-        f"under its max_length; consume some, or send with wait=seconds.",
-        queue=name,
-        max_length=limit[5] if limit else None,
-    )
+    return send_trusted(queue, messages, wait=wait, **options)
 
 
 @recovers()
-def read(queue: Any, *, vt: Any = None, qty: int = 1, filters: Any = None) -> list[Message]:
+def read(
+    queue: QueueRef, *, vt: Duration | None = None, qty: int = 1, filters: Any = None
+) -> list[Message]:
     """Lease up to ``qty`` visible messages, best priority first, then oldest.
 
     Each is hidden for ``vt`` seconds (the queue's visibility timeout by default) and its
     read_ct grows by one; delete or archive it before then, or it is delivered again.
     """
     name = v.name(queue)
-    messages, state = _manager().lease(
+    messages, state = message_manager().lease(
         name,
         qty=v.quantity(qty),
         vt=v.seconds(vt, "vt", allow_none=True),
@@ -247,7 +85,7 @@ def read(queue: Any, *, vt: Any = None, qty: int = 1, filters: Any = None) -> li
 def _raise_if_unreadable(name: str, messages: list[Message], state: Any) -> None:
     """An empty lease from a missing or paused queue is an error, not an empty queue."""
     if not messages and (state is None or state[1]):
-        raise _missing(name)
+        raise queue_missing(name)
 
 
 def _named(messages: list[Message], name: str) -> list[Message]:
@@ -274,11 +112,11 @@ def _poll_window(
 
 @recovers()
 def read_with_poll(
-    queue: Any,
+    queue: QueueRef,
     *,
-    vt: Any = None,
+    vt: Duration | None = None,
     qty: int = 1,
-    max_poll_seconds: Any = 5,
+    max_poll_seconds: Duration = 5,
     poll_interval_ms: int = 100,
     filters: Any = None,
 ) -> list[Message]:
@@ -297,7 +135,7 @@ def read_with_poll(
 
     name, deadline, interval = _poll_window(queue, max_poll_seconds, poll_interval_ms)
     if deadline > time.monotonic():
-        _refuse_inside_atomic("read_with_poll")
+        refuse_inside_atomic("read_with_poll")
     with interest(name) as wakeups:
         while True:
             found = read(name, vt=vt, qty=qty, filters=filters)
@@ -308,11 +146,11 @@ def read_with_poll(
 
 
 async def aread_with_poll(
-    queue: Any,
+    queue: QueueRef,
     *,
-    vt: Any = None,
+    vt: Duration | None = None,
     qty: int = 1,
-    max_poll_seconds: Any = 5,
+    max_poll_seconds: Duration = 5,
     poll_interval_ms: int = 100,
     filters: Any = None,
 ) -> list[Message]:
@@ -337,83 +175,64 @@ async def aread_with_poll(
 
 
 @recovers()
-def pop(queue: Any, qty: int = 1) -> list[Message]:
+def pop(queue: QueueRef, qty: int = 1) -> list[Message]:
     """Take up to ``qty`` visible messages off the queue at once (read and delete)."""
     name = v.name(queue)
-    messages, state = _manager().pop(name, qty=v.quantity(qty))
+    messages, state = message_manager().pop(name, qty=v.quantity(qty))
     _raise_if_unreadable(name, messages, state)
     return _named(messages, name)
 
 
 @recovers()
-def read_by_id(queue: Any, msg_id: int) -> Message | None:
+def read_by_id(queue: QueueRef, msg_id: MessageRef) -> Message | None:
     """One message of the queue by id, leased or not, without leasing it."""
     name = v.name(queue)
-    queue_id, message = _manager().read_by_id(name, _ref(msg_id)[0])
+    queue_id, message = message_manager().read_by_id(name, message_ref(msg_id)[0])
     if queue_id is None:
-        raise _missing(name)
+        raise queue_missing(name)
     return _named([message], name)[0] if message else None
 
 
-def _ref(value: Any) -> MessageRef:
-    """A msg_id, a Receipt, a Message or a receipt string as (msg_id, read_ct or None)."""
-    if isinstance(value, str) and ":" in value:
-        value = Receipt.parse(value)
-    if isinstance(value, Receipt | Message):
-        return (
-            v.integer(value.msg_id, "msg_id", minimum=1, maximum=v.BIGINT_MAX),
-            v.integer(value.read_ct, "read_ct", minimum=0, maximum=v.INT32_MAX),
-        )
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        value = int(value)
-    return (v.integer(value, "msg_id", minimum=1, maximum=v.BIGINT_MAX), None)
-
-
-def _refs(values: Any) -> tuple[bool, list[MessageRef]]:
-    """(single?, refs) for one reference or an iterable of them."""
-    single = isinstance(values, int | str | Receipt | Message)
-    refs = [_ref(x) for x in ([values] if single else v.msg_ids(values))]
-    return single, refs
-
-
 @recovers()
-def delete(queue: Any, msg_ids: Any) -> bool | list[int]:
+def delete(queue: QueueRef, msg_ids: MessageRefs) -> bool | list[int]:
     """Acknowledge: remove messages (archive them as ``acked`` with archive_on_ack).
 
     One id or receipt answers True/False; a list answers the ids that were deleted. Unknown
     ids, and receipts of a lease that was re-leased since, are skipped.
     """
     name = v.name(queue)
-    single, refs = _refs(msg_ids)
-    queue_id, deleted = _manager().ack(name, refs)
+    single, refs = message_refs(msg_ids)
+    queue_id, deleted = message_manager().ack(name, refs)
     if queue_id is None:
-        raise _missing(name)
+        raise queue_missing(name)
     return bool(deleted) if single else list(deleted)
 
 
 @recovers()
-def archive(queue: Any, msg_ids: Any) -> bool | list[int]:
+def archive(queue: QueueRef, msg_ids: MessageRefs) -> bool | list[int]:
     """Move messages to the archive with outcome ``archived`` (PGMQ archive)."""
     name = v.name(queue)
-    single, refs = _refs(msg_ids)
-    queue_id, moved = _manager().archive(name, refs)
+    single, refs = message_refs(msg_ids)
+    queue_id, moved = message_manager().archive(name, refs)
     if queue_id is None:
-        raise _missing(name)
+        raise queue_missing(name)
     return bool(moved) if single else list(moved)
 
 
 @recovers()
-def set_vt(queue: Any, msg_id: Any, vt: Any) -> Message | None:
+def set_vt(queue: QueueRef, msg_id: MessageRef, vt: Duration) -> Message | None:
     """Make a message visible ``vt`` seconds from now (extend a lease, or end it with 0)."""
     name = v.name(queue)
-    queue_id, message = _manager().set_vt(name, _ref(msg_id), v.seconds(vt, "vt"))
+    queue_id, message = message_manager().set_vt(name, message_ref(msg_id), v.seconds(vt, "vt"))
     if queue_id is None:
-        raise _missing(name)
+        raise queue_missing(name)
     return _named([message], name)[0] if message else None
 
 
 @recovers()
-def nack(queue: Any, msg_id: Any, *, delay: Any = None, error: str | None = None) -> bool:
+def nack(
+    queue: QueueRef, msg_id: MessageRef, *, delay: Duration | None = None, error: str | None = None
+) -> bool:
     """Report a failed delivery: the message comes back after ``delay`` seconds.
 
     Without ``delay`` the queue's retry delay grows with its backoff. Once the message has
@@ -421,23 +240,23 @@ def nack(queue: Any, msg_id: Any, *, delay: Any = None, error: str | None = None
     archive as ``dead`` when the queue has none. Returns False for an unknown message.
     """
     name = v.name(queue)
-    queue_id, outcome = _manager().nack(
+    queue_id, outcome = message_manager().nack(
         name,
-        _ref(msg_id),
+        message_ref(msg_id),
         delay=v.seconds(delay, "delay", allow_none=True),
         error=v.text(error, "error", max_length=100_000),
     )
     if queue_id is None:
-        raise _missing(name)
+        raise queue_missing(name)
     return outcome is not None
 
 
 @recovers()
-def expire_messages(queue: Any = None) -> int:
+def expire_messages(queue: QueueRef | None = None) -> int:
     """Archive as ``expired`` every message past its retention or expires_in."""
     queue_id = None
     if queue is not None:
         from .queues import get_queue
 
         queue_id = get_queue(queue).pk
-    return _manager().expire(queue_id)
+    return message_manager().expire(queue_id)

@@ -8,12 +8,11 @@ from django.db import IntegrityError, transaction
 
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueAlreadyExists, QueueNotFound
-from ..models import Backoff, Message, Queue
+from ..models import Message, Queue
+from ..types import Duration, QueueRef
 from . import validation as v
+from .queue_settings import QUEUE_SETTINGS, queue_setting_defaults
 from .recovery import recovers
-
-# Fields alter_queue() accepts, each with the check that normalises it.
-_DURATIONS = ("visibility_timeout", "delivery_delay", "retry_delay", "backoff_cap")
 
 
 def _db() -> str:
@@ -21,51 +20,21 @@ def _db() -> str:
 
 
 def _queue_fields(options: dict[str, Any]) -> dict[str, Any]:
-    """Validate queue settings given by name; unknown names are an error, not ignored."""
+    """Validate queue settings given by name against QUEUE_SETTINGS; unknown names are an
+    error, not ignored."""
     out: dict[str, Any] = {}
     for key, value in options.items():
-        if key in _DURATIONS:
-            out[key] = v.seconds(value, key)
-        elif key == "retention":
-            out[key] = v.seconds(value, key, minimum=1)
-        elif key == "max_retries":
-            out[key] = v.integer(value, key, maximum=1_000_000)
-        elif key == "max_message_size":
-            out[key] = v.integer(value, key, minimum=1, maximum=256 * 1024 * 1024)
-        elif key == "max_length":
-            out[key] = v.integer(value, key, minimum=1, maximum=2**62, allow_none=True)
-        elif key in ("archive_on_ack", "backoff_jitter", "fifo", "content_based_deduplication"):
-            if not isinstance(value, bool):
-                raise InvalidArgument(f"{key} must be True or False, not {value!r}.", field=key)
-            out[key] = value
-        elif key == "backoff":
-            if value not in Backoff.values:
-                raise InvalidArgument(
-                    f"backoff must be one of {', '.join(Backoff.values)}, not {value!r}.",
-                    field=key,
-                )
-            out[key] = value
-        elif key == "dead_letter_queue":
-            out[key] = None if value is None else get_queue(value)
-        elif key in ("rate_limit", "concurrency_limit"):
-            if value is not None:
-                raise InvalidArgument(
-                    f"{key} is not enforced yet, so setting it is refused rather than "
-                    "silently ignored; limit throughput with the number of workers "
-                    "(pgq_worker --concurrency) instead.",
-                    field=key,
-                )
-            out[key] = None
-        elif key == "callback":
-            out[key] = _callback(value)
-        elif key == "receive_wait_time":
-            out[key] = v.seconds(value, key)
-        elif key == "tags":
-            out[key] = v.tags(value)
-        elif key == "owner":
-            out[key] = v.user(value)
-        else:
+        setting = QUEUE_SETTINGS.get(key)
+        if setting is None:
             raise InvalidArgument(f"{key!r} is not a queue setting.", field=key)
+        if setting.kind == "queue":
+            out[key] = None if value is None else get_queue(value)
+        elif setting.kind == "callback":
+            out[key] = _callback(value)
+        elif setting.kind == "user":
+            out[key] = v.user(value, key)
+        else:
+            out[key] = setting.check(value)
     return out
 
 
@@ -98,13 +67,13 @@ def _callback(value: Any) -> str:
 
 
 @recovers()
-def get_queue(queue: Any) -> Queue:
+def get_queue(queue: QueueRef) -> Queue:
     """The Queue for a name or instance; raises QueueNotFound."""
     name = v.name(queue)
     try:
         return Queue.objects.using(_db()).get(name=name)
     except Queue.DoesNotExist:
-        raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name) from None
+        raise QueueNotFound.for_name(name) from None
 
 
 @recovers(False)
@@ -112,37 +81,40 @@ def create_queue(
     name: str,
     *,
     fifo: bool = False,
-    visibility_timeout: Any = None,
-    delivery_delay: Any = 0,
-    retention: Any = None,
+    visibility_timeout: Duration | None = None,
+    delivery_delay: Duration | None = None,
+    retention: Duration | None = None,
     max_retries: int | None = None,
-    retry_delay: Any = None,
-    backoff: str = "exponential",
-    dead_letter_queue: Any = None,
+    retry_delay: Duration | None = None,
+    backoff: str | None = None,
+    dead_letter_queue: QueueRef | None = None,
     max_message_size: int | None = None,
     archive_on_ack: bool = False,
     **options: Any,
 ) -> Queue:
     """Create a queue; a name ending in ``.fifo`` makes a FIFO queue (as in SQS).
 
-    Raises QueueAlreadyExists when the name is taken; nothing is changed then.
+    Any other setting of :data:`~pgq_django.api.queue_settings.QUEUE_SETTINGS` may be given
+    by name (``max_length``, ``backoff_cap``, ``callback``, ``owner`` …). A setting not
+    given, or given as None, takes its default from that table, some through
+    ``PGQ["DEFAULT_*"]``. Raises QueueAlreadyExists when the name is taken; nothing is
+    changed then.
     """
     name = v.name(name)
-    fields = _queue_fields(
-        {
-            "fifo": fifo,
-            "visibility_timeout": _default(visibility_timeout, settings.DEFAULT_VISIBILITY_TIMEOUT),
-            "delivery_delay": delivery_delay,
-            "retention": _default(retention, settings.DEFAULT_RETENTION),
-            "max_retries": _default(max_retries, settings.DEFAULT_MAX_RETRIES),
-            "retry_delay": _default(retry_delay, settings.DEFAULT_RETRY_DELAY),
-            "backoff": backoff,
-            "dead_letter_queue": dead_letter_queue,
-            "max_message_size": _default(max_message_size, settings.DEFAULT_MAX_MESSAGE_SIZE),
-            "archive_on_ack": archive_on_ack,
-            **options,
-        }
-    )
+    named = {
+        "fifo": fifo,
+        "visibility_timeout": visibility_timeout,
+        "delivery_delay": delivery_delay,
+        "retention": retention,
+        "max_retries": max_retries,
+        "retry_delay": retry_delay,
+        "backoff": backoff,
+        "dead_letter_queue": dead_letter_queue,
+        "max_message_size": max_message_size,
+        "archive_on_ack": archive_on_ack,
+    }
+    given = {key: value for key, value in named.items() if value is not None}
+    fields = _queue_fields({**queue_setting_defaults(), **given, **options})
     fields["fifo"] = fields["fifo"] or name.endswith(".fifo")
     try:
         with transaction.atomic(using=_db()):
@@ -151,12 +123,8 @@ def create_queue(
         raise QueueAlreadyExists(f"Queue {name!r} already exists.", queue=name) from None
 
 
-def _default(value: Any, default: Any) -> Any:
-    return default if value is None else value
-
-
 @recovers()
-def alter_queue(name: Any, **changes: Any) -> Queue:
+def alter_queue(name: QueueRef, **changes: Any) -> Queue:
     """Change a queue's settings; takes effect for the next read, send or nack."""
     queue = get_queue(name)
     fields = _queue_fields(changes)
@@ -194,9 +162,7 @@ def _refuse_dead_letter_cycle(queue: Queue, dlq: Queue) -> None:
     Callers hold a transaction; the advisory lock makes concurrent changes to dead-letter
     queues take turns, and each step of the walk reads what the previous holder committed.
     """
-    from .. import delivery as sql
-
-    sql.run(sql.LOCK_DEAD_LETTER_GRAPH, {})
+    Queue.objects.db_manager(_db()).lock_dead_letter_graph()
     path = [queue.name]
     current: int | None = dlq.pk
     while current is not None and len(path) <= 10_000:
@@ -215,18 +181,18 @@ def _refuse_dead_letter_cycle(queue: Queue, dlq: Queue) -> None:
 
 
 @recovers()
-def drop_queue(name: Any) -> bool:
+def drop_queue(name: QueueRef) -> bool:
     """Remove a queue with its messages and archive; False if there was no such queue."""
     deleted, _ = Queue.objects.using(_db()).filter(name=v.name(name)).delete()
     return deleted > 0
 
 
 @recovers()
-def purge_queue(name: Any) -> int:
+def purge_queue(name: QueueRef) -> int:
     """Delete every message of the queue (leased ones too); returns how many."""
     queue_id, count = Message.objects.db_manager(_db()).purge(v.name(name))
     if queue_id is None:
-        raise QueueNotFound(f"Queue {name!r} does not exist.", queue=str(name))
+        raise QueueNotFound.for_name(name)
     return count
 
 
@@ -237,13 +203,13 @@ def list_queues() -> list[Queue]:
 
 
 @recovers()
-def pause_queue(name: Any) -> Queue:
+def pause_queue(name: QueueRef) -> Queue:
     """Stop deliveries: reads raise QueuePaused and workers skip it; sends still land."""
     return _set_flag(name, paused=True)
 
 
 @recovers()
-def resume_queue(name: Any) -> Queue:
+def resume_queue(name: QueueRef) -> Queue:
     """Deliver again after :func:`pause_queue`; waiting consumers are woken at once."""
     return _set_flag(name, paused=False)
 

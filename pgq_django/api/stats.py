@@ -9,6 +9,7 @@ from typing import Any
 from ..conf import settings
 from ..exceptions import QueueNotFound
 from ..models import Message
+from ..types import QueueRef
 from . import validation as v
 from .recovery import recovers
 
@@ -55,12 +56,12 @@ def _rows(queue: str | None) -> list[QueueMetrics]:
 
 
 @recovers()
-def metrics(queue: Any) -> QueueMetrics:
+def metrics(queue: QueueRef) -> QueueMetrics:
     """Depth, ages, totals and in-flight count of one queue (PGMQ ``metrics``)."""
     name = v.name(queue)
     found = _rows(name)
     if not found:
-        raise QueueNotFound(f"Queue {name!r} does not exist.", queue=name)
+        raise QueueNotFound.for_name(name)
     return found[0]
 
 

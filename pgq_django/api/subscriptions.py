@@ -16,6 +16,7 @@ from .. import routing
 from ..conf import settings
 from ..exceptions import InvalidName, SubscriptionAlreadyExists, SubscriptionNotFound
 from ..models import Binding
+from ..types import ExchangeRef, QueueRef
 from . import validation as v
 from .exchanges import get_exchange
 from .queues import get_queue
@@ -32,8 +33,8 @@ def subscription_id(binding: Binding) -> str:
 
 def subscribe(
     name: Any,
-    exchange: Any,
-    queue: Any,
+    exchange: ExchangeRef,
+    queue: QueueRef,
     *,
     routing_key: str | None = None,
     filters: Any = None,

@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..exceptions import InvalidArgument, InvalidMessage, InvalidName
 
@@ -20,6 +20,8 @@ NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
 _NAME_RE = NAME_RE
 INT32_MAX = 2**31 - 1
 BIGINT_MAX = 2**63 - 1
+# Longest duration accepted anywhere (100 years): past it a timestamp sum could overflow.
+MAX_SECONDS = 100 * 365 * 24 * 3600
 # Most messages one read or pop may ask for; PGMQ has no cap, SQS stops at 10. A read also
 # stops early when the queue's largest possible bodies would pass PGQ["READ_MAX_BYTES"].
 MAX_QTY = 1_000
@@ -49,7 +51,15 @@ def name(value: Any, *, kind: str = "queue") -> str:
     return value
 
 
-def seconds(value: Any, field: str, *, allow_none: bool = False, minimum: float = 0) -> Any:
+@overload
+def seconds(
+    value: Any, field: str, *, allow_none: Literal[False] = False, minimum: float = 0
+) -> float: ...
+@overload
+def seconds(value: Any, field: str, *, allow_none: bool, minimum: float = 0) -> float | None: ...
+def seconds(
+    value: Any, field: str, *, allow_none: bool = False, minimum: float = 0
+) -> float | None:
     """A duration in seconds from an int, a float or a timedelta."""
     if value is None and allow_none:
         return None
@@ -63,14 +73,27 @@ def seconds(value: Any, field: str, *, allow_none: bool = False, minimum: float 
         raise InvalidArgument(
             f"{field} must be at least {minimum} seconds, not {value}.", field=field
         )
-    if value > 100 * 365 * 24 * 3600:
+    if value > MAX_SECONDS:
         raise InvalidArgument(f"{field} must be at most 100 years.", field=field)
     return float(value)
 
 
+@overload
+def integer(
+    value: Any,
+    field: str,
+    *,
+    minimum: int = 0,
+    maximum: int = INT32_MAX,
+    allow_none: Literal[False] = False,
+) -> int: ...
+@overload
+def integer(
+    value: Any, field: str, *, minimum: int = 0, maximum: int = INT32_MAX, allow_none: bool
+) -> int | None: ...
 def integer(
     value: Any, field: str, *, minimum: int = 0, maximum: int = INT32_MAX, allow_none: bool = False
-) -> Any:
+) -> int | None:
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
@@ -113,7 +136,13 @@ def is_utf8(value: str) -> bool:
     return True
 
 
-def text(value: Any, field: str, *, allow_none: bool = True, max_length: int = 1024) -> Any:
+@overload
+def text(value: Any, field: str, *, allow_none: Literal[False], max_length: int = 1024) -> str: ...
+@overload
+def text(
+    value: Any, field: str, *, allow_none: bool = True, max_length: int = 1024
+) -> str | None: ...
+def text(value: Any, field: str, *, allow_none: bool = True, max_length: int = 1024) -> str | None:
     if value is None and allow_none:
         return None
     if not isinstance(value, str) or len(value) > max_length:
@@ -282,3 +311,34 @@ def user(value: Any, field: str = "owner") -> Any:
     raise InvalidArgument(
         f"{field} must be a saved user or a username, not {value!r}.", field=field
     )
+
+
+def send_options(
+    headers: Any = None,
+    attributes: Any = None,
+    label: Any = None,
+    priority: Any = 0,
+    delay: Any = None,
+    group: Any = None,
+    dedup_id: Any = None,
+    expires_in: Any = None,
+    max_retries: Any = None,
+    retry_delay: Any = None,
+) -> dict[str, Any]:
+    """The options of send, send_batch and publish, checked and encoded as statement parameters.
+
+    It lives here, free of models, so that Spark executors (which run without Django) check
+    each row they write exactly as :func:`pgq_django.send` checks its arguments.
+    """
+    return {
+        "headers": mapping(headers, "headers"),
+        "attributes": mapping(attributes, "attributes"),
+        "label": text(label, "label"),
+        "priority": integer(priority, "priority", minimum=-(2**31), maximum=INT32_MAX),
+        "delay": seconds(delay, "delay", allow_none=True),
+        "group": text(group, "group", max_length=128),
+        "dedup_id": text(dedup_id, "dedup_id", max_length=128),
+        "expires_in": seconds(expires_in, "expires_in", allow_none=True, minimum=0.001),
+        "max_retries": integer(max_retries, "max_retries", allow_none=True),
+        "retry_delay": seconds(retry_delay, "retry_delay", allow_none=True),
+    }

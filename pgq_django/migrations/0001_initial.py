@@ -83,7 +83,7 @@ DROP INDEX IF EXISTS pgq_queue_counter_queue_kind;
 """
 
 
-def _message_fields():
+def _message_fields() -> list[tuple[str, models.Field]]:
     return [
         (
             "msg_id",

@@ -2,6 +2,7 @@ from .exchanges import Binding, Exchange, ExchangeType
 from .grants import AccessKey, ExchangeGrant, QueueGrant
 from .messages import ArchivedMessage, Message, Outcome, QueueCounter, Receipt
 from .queues import QUEUE_NAME_PATTERN, Backoff, Queue
+from .spark import SparkExport
 
 __all__ = [
     "QUEUE_NAME_PATTERN",
@@ -18,4 +19,5 @@ __all__ = [
     "QueueCounter",
     "QueueGrant",
     "Receipt",
+    "SparkExport",
 ]

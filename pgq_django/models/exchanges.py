@@ -1,7 +1,8 @@
 """Exchanges and bindings: publish once, deliver a copy to every queue whose binding matches.
 
 An exchange owns no messages. Publishing routes the message through the exchange's bindings
-and inserts one copy per matched queue in a single statement (see :mod:`pgq_django.routing`).
+and inserts one copy per matched queue in a single statement
+(:data:`pgq_django.sql.exchanges.PUBLISH`, run by ``Exchange.objects.publish_body``).
 The foreign keys of a binding to its exchange and queue are enforced by the database with
 ``ON DELETE CASCADE`` (added in migration 0002), so dropping a queue unbinds it however the
 queue is deleted — ORM, admin or raw SQL — and Django is told not to emulate them.
@@ -15,6 +16,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from ..managers import ExchangeManager
 from .queues import QUEUE_NAME_PATTERN, Queue
 
 
@@ -23,40 +25,6 @@ class ExchangeType(models.TextChoices):
     DIRECT = "direct", "direct"
     TOPIC = "topic", "topic"
     HEADERS = "headers", "headers"
-
-
-class ExchangeManager(models.Manager["Exchange"]):
-    """``Exchange.objects``: adds the one-statement publish."""
-
-    def publish_body(self, exchange: str, body: str, *, size: int, **options: Any) -> Any:
-        """Route one JSON-encoded body; returns (exchange_id or None, [msg_id …], too_large,
-        full).
-
-        ``too_large`` names a matched queue whose max_message_size the body exceeds and
-        ``full`` one that holds its max_length messages; nothing is inserted then. With a
-        ``dedup_id`` each routed queue deduplicates the copy as a send would.
-        """
-        from ..conf import settings as pgq_settings
-        from ..delivery import DEDUP_WINDOW_SECONDS
-        from ..managers import execute_statement
-        from ..routing import PUBLISH, PUBLISH_DEDUPLICATED, topic_subject
-
-        alias = self._db or pgq_settings.DATABASE
-        key = options.pop("routing_key")
-        params = {
-            "exchange": exchange,
-            "body": body,
-            "size": size,
-            "routing_key": key,
-            "topic_subject": topic_subject(key),
-            "channel": pgq_settings.NOTIFY_CHANNEL,
-            "window": DEDUP_WINDOW_SECONDS,
-            **options,
-        }
-        statement = PUBLISH if options.get("dedup_id") is None else PUBLISH_DEDUPLICATED
-        with execute_statement(statement, params, alias) as cursor:
-            exchange_id, ids, too_large, _notified, full = cursor.fetchone()
-        return exchange_id, list(ids or []), too_large, full
 
 
 class Exchange(models.Model):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.db import models
 
-MSG_ID_SEQUENCE = "pgq_message_msg_id_seq"
+from ..sql.fragments import MSG_ID_SEQUENCE
+
+__all__ = ["MSG_ID_SEQUENCE", "NextMessageId"]
 
 
 class NextMessageId(models.Func):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import secrets
 import string
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
@@ -23,6 +23,9 @@ from django.utils import timezone
 
 from .exchanges import Exchange
 from .queues import Queue
+
+if TYPE_CHECKING:
+    from cryptography.fernet import MultiFernet
 
 
 def _grant_constraints(prefix: str, target: str) -> list[models.BaseConstraint]:
@@ -114,7 +117,7 @@ class ExchangeGrant(Grantee):
 _KEY_ID_ALPHABET = string.ascii_uppercase + string.digits
 
 
-def _fernet() -> Any:
+def _fernet() -> MultiFernet:
     """A MultiFernet keyed from SECRET_KEY, then each of SECRET_KEY_FALLBACKS.
 
     Encrypting uses the current key; decrypting tries all of them, so rotating SECRET_KEY the

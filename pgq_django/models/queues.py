@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from ..managers import QueueManager
+
 QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$"
 
 
@@ -73,6 +75,8 @@ class Queue(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = QueueManager()
 
     class Meta:
         app_label = "pgq_django"

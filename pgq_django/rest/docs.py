@@ -40,10 +40,12 @@ class SwaggerView(SpectacularSwaggerView):
     def _swagger_ui_resource(filename: str) -> str:
         if apps.is_installed("drf_spectacular_sidecar"):
             return static(f"drf_spectacular_sidecar/swagger-ui-dist/{filename}")
-        return SpectacularSwaggerView._swagger_ui_resource(filename)
+        resource: str = SpectacularSwaggerView._swagger_ui_resource(filename)
+        return resource
 
     @staticmethod
     def _swagger_ui_favicon() -> str:
         if apps.is_installed("drf_spectacular_sidecar"):
             return static("drf_spectacular_sidecar/swagger-ui-dist/favicon-32x32.png")
-        return SpectacularSwaggerView._swagger_ui_favicon()
+        favicon: str = SpectacularSwaggerView._swagger_ui_favicon()
+        return favicon

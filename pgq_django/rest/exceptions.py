@@ -68,9 +68,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         code, message, details = _drf_error(exc)
         status, body = exc.status_code, error_body(code, message, details)
         if getattr(exc, "auth_header", None):
-            headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
+            headers["WWW-Authenticate"] = exc.auth_header
         if getattr(exc, "wait", None):
-            headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
+            headers["Retry-After"] = str(int(exc.wait))
     elif isinstance(exc, Http404):
         status, body = 404, error_body("not_found", "There is nothing at this address.")
     elif isinstance(exc, DjangoPermissionDenied):

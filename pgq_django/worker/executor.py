@@ -20,8 +20,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.db import transaction
 
-import pgq_django as pgq
-
+from ..api import delivery, messages
 from ..conf import settings
 from ..exceptions import InvalidArgument, RejectMessage
 from .registry import Handler
@@ -68,7 +67,7 @@ def _complete(queue: str, message: Any, value: Any) -> bool:
     rolled back and run again. The archived result then says why the value is missing.
     """
     try:
-        return pgq.complete(queue, message.receipt, result=value)
+        return delivery.complete(queue, message.receipt, result=value)
     except InvalidArgument as exc:
         if exc.details.get("field") != "result":
             raise
@@ -79,7 +78,7 @@ def _complete(queue: str, message: Any, value: Any) -> bool:
             exc.message,
         )
         note = {"unstorable_result": exc.message, "type": type(value).__qualname__}
-        return pgq.complete(queue, message.receipt, result=note)
+        return delivery.complete(queue, message.receipt, result=note)
 
 
 def _in_main_thread() -> bool:
@@ -91,7 +90,7 @@ def execute(entry: Handler, message: Any) -> Outcome:
     queue = entry.queue
     receipt = message.receipt
     if message.cancel_requested:
-        pgq.archive_cancelled(queue, receipt)
+        delivery.archive_cancelled(queue, receipt)
         logger.info("event=message_cancelled queue=%s msg_id=%s", queue, message.msg_id)
         return Outcome.CANCELLED
     started = time.monotonic()
@@ -125,7 +124,7 @@ def execute(entry: Handler, message: Any) -> Outcome:
             f"{type(exc).__name__}: {exc}",
         )
         try:
-            pgq.nack(queue, receipt, error=error)
+            messages.nack(queue, receipt, error=error)
         except Exception:
             # The lease will expire and the message come back; the worker carries on.
             logger.exception("event=nack_failed queue=%s msg_id=%s", queue, message.msg_id)
@@ -154,7 +153,7 @@ def _reject(queue: str, message: Any, exc: RejectMessage) -> Outcome:
         reason,
     )
     try:
-        pgq.reject(queue, message.receipt, error=error)
+        delivery.reject(queue, message.receipt, error=error)
     except Exception:
         # The lease will expire and the message come back, to be rejected again.
         logger.exception("event=reject_failed queue=%s msg_id=%s", queue, message.msg_id)

@@ -13,9 +13,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import close_old_connections, connections
+from django.db import close_old_connections
 
-import pgq_django as pgq
+from ..api import delivery, messages
+from .service import Service, ServiceConfig
 
 logger = logging.getLogger("pgq_django.worker")
 
@@ -35,36 +36,43 @@ TIMED_OUT = "the handler ran past its timeout of {timeout:g} s; the attempt coun
 CUT_BY_STOP = "the worker stopped before the handler finished; the attempt counts as failed"
 
 
-class LeaseExtender:
-    """Tracks held leases and extends them from a thread of its own (start/stop)."""
+@dataclass(frozen=True)
+class LeaseExtenderConfig(ServiceConfig):
+    #: How often leases are checked: a lease is extended when half of it is used, so this
+    #: must stay well under the shortest visibility timeout served.
+    interval: float = 0.5
 
-    def __init__(self, *, tick: float = 0.5) -> None:
-        self.tick = tick
+
+class LeaseExtender(Service[LeaseExtenderConfig]):
+    """Tracks held leases and extends them from a thread of its own (a :class:`Service`)."""
+
+    thread_name = "pgq-leases"
+
+    def __init__(self, config: LeaseExtenderConfig | None = None) -> None:
+        super().__init__(config or LeaseExtenderConfig())
         self._leases: dict[int, _Lease] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._lease_lock = threading.Lock()
 
     def track(self, queue: str, message: Any, length: float, timeout: float | None = None) -> None:
-        with self._lock:
+        with self._lease_lock:
             self._leases[message.msg_id] = _Lease(
                 queue, message.receipt, length, time.monotonic() + length, timeout
             )
 
     def started(self, message: Any) -> None:
         """The message's handler starts now: from here on its attempt counts."""
-        with self._lock:
+        with self._lease_lock:
             lease = self._leases.get(message.msg_id)
             if lease is not None:
                 lease.started_at = time.monotonic()
 
     def untrack(self, message: Any) -> None:
-        with self._lock:
+        with self._lease_lock:
             self._leases.pop(message.msg_id, None)
 
     def held(self) -> dict[str, list[Any]]:
         """Receipts of every tracked lease, by queue."""
-        with self._lock:
+        with self._lease_lock:
             out: dict[str, list[Any]] = {}
             for lease in self._leases.values():
                 out.setdefault(lease.queue, []).append(lease.receipt)
@@ -78,7 +86,7 @@ class LeaseExtender:
         attempt counts, so a message that always outlives the grace period is dead-lettered
         after max_retries like any other failure instead of being retried forever.
         """
-        with self._lock:
+        with self._lease_lock:
             leases = list(self._leases.values())
             self._leases.clear()
         count = 0
@@ -90,7 +98,7 @@ class LeaseExtender:
                 count += 1
         for queue, receipts in waiting.items():
             try:
-                count += len(pgq.release_leases(queue, receipts))
+                count += len(delivery.release_leases(queue, receipts))
             except Exception:
                 logger.exception("event=release_failed queue=%s", queue)
         return count
@@ -98,7 +106,7 @@ class LeaseExtender:
     @staticmethod
     def _nack(lease: _Lease, error: str) -> bool:
         try:
-            return bool(pgq.nack(lease.queue, lease.receipt, error=error))
+            return bool(messages.nack(lease.queue, lease.receipt, error=error))
         except Exception:
             logger.exception("event=nack_failed queue=%s msg_id=%s", lease.queue, lease.receipt)
             return False
@@ -110,7 +118,7 @@ class LeaseExtender:
         finishes later its ack still goes through unless the message was leased again.
         """
         now = time.monotonic()
-        with self._lock:
+        with self._lease_lock:
             late = [
                 (msg_id, lease)
                 for msg_id, lease in self._leases.items()
@@ -133,7 +141,7 @@ class LeaseExtender:
     def extend_due(self) -> int:
         """Extend the leases that are more than half used; returns how many."""
         now = time.monotonic()
-        with self._lock:
+        with self._lease_lock:
             due = [
                 (msg_id, lease)
                 for msg_id, lease in self._leases.items()
@@ -141,8 +149,8 @@ class LeaseExtender:
             ]
         extended = 0
         for msg_id, lease in due:
-            found = pgq.set_vt(lease.queue, lease.receipt, lease.length)
-            with self._lock:
+            found = messages.set_vt(lease.queue, lease.receipt, lease.length)
+            with self._lease_lock:
                 if found is None:
                     # Acked meanwhile, or taken over: nothing to keep alive.
                     self._leases.pop(msg_id, None)
@@ -158,23 +166,11 @@ class LeaseExtender:
                 )
         return extended
 
-    def _run(self) -> None:
-        try:
-            while not self._stop.wait(self.tick):
-                try:
-                    self.expire_timed_out()
-                    self.extend_due()
-                except Exception:
-                    logger.exception("event=lease_extension_failed")
-                    close_old_connections()
-        finally:
-            connections.close_all()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="pgq-leases", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+    def run(self) -> None:
+        while not self.sleep(self.config.interval):
+            try:
+                self.expire_timed_out()
+                self.extend_due()
+            except Exception:
+                logger.exception("event=lease_extension_failed")
+                close_old_connections()

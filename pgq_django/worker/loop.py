@@ -20,8 +20,9 @@ from typing import Any
 
 from django.db import close_old_connections, connections
 
-import pgq_django as pgq
-
+from ..api.delivery import release_leases
+from ..api.messages import read
+from ..api.stats import metrics
 from ..exceptions import QueueNotFound, QueuePaused
 from . import maintenance
 from .executor import Outcome, execute
@@ -201,10 +202,13 @@ class Worker:
             )
             # Handlers cannot be interrupted; their transactions roll back as we exit.
             os._exit(1)
-        for service in (self.leader, self.notifier):
-            if service is not None:
-                service.stop()
-        self.leases.stop()
+        for service in (self.leader, self.notifier, self.leases):
+            if service is not None and not service.stop():
+                logger.warning(
+                    "event=service_stop_timeout service=%s timeout=%s",
+                    service.thread_name,
+                    service.config.stop_timeout,
+                )
         processed, failed = self.processed, self.failed
         logger.info(
             "event=worker_stopped worker=%s processed=%s failed=%s",
@@ -244,8 +248,7 @@ class Worker:
     def _backlog(self) -> int:
         try:
             return sum(
-                max(0, m.queue_length - m.in_flight)
-                for m in (pgq.metrics(q) for q in self.handlers)
+                max(0, m.queue_length - m.in_flight) for m in (metrics(q) for q in self.handlers)
             )
         except Exception:
             logger.exception("event=backlog_check_failed")
@@ -297,7 +300,7 @@ class Worker:
         for queue in self._queue_order():
             entry = self.handlers[queue]
             try:
-                messages = pgq.read(queue, vt=entry.vt, qty=entry.batch)
+                messages = read(queue, vt=entry.vt, qty=entry.batch)
             except (QueuePaused, QueueNotFound):
                 continue
             except Exception:
@@ -343,7 +346,7 @@ class Worker:
 
     def _release(self, queue: str, messages: list[Any]) -> None:
         try:
-            released = pgq.release_leases(queue, [m.receipt for m in messages])
+            released = release_leases(queue, [m.receipt for m in messages])
             logger.info("event=leases_released queue=%s count=%s", queue, len(released))
         except Exception:
             logger.exception("event=release_failed queue=%s", queue)

@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from django.db import connections
+from .service import Service, ServiceConfig
 
 logger = logging.getLogger("pgq_django.worker")
 
@@ -36,47 +37,56 @@ class Wakeup:
             return self._cond.wait_for(lambda: self.generation != seen, timeout=timeout)
 
 
-class Notifier:
-    """A thread LISTENing for the served queues' notifications (start/stop)."""
+@dataclass(frozen=True)
+class NotifierConfig(ServiceConfig):
+    #: Longest wait for one notification before the loop checks whether to stop.
+    interval: float = 0.5
+    #: Pause before reconnecting after the listening connection failed.
+    retry_interval: float = 1.0
 
-    def __init__(self, queues: Iterable[str], wakeup: Wakeup, *, alias: str | None = None) -> None:
+
+class Notifier(Service[NotifierConfig]):
+    """A thread LISTENing for the served queues' notifications (a :class:`Service`)."""
+
+    thread_name = "pgq-notifier"
+
+    def __init__(
+        self,
+        queues: Iterable[str],
+        wakeup: Wakeup,
+        *,
+        alias: str | None = None,
+        config: NotifierConfig | None = None,
+    ) -> None:
+        super().__init__(config or NotifierConfig())
         self.queues = set(queues)
         self.wakeup = wakeup
         self.alias = alias
         self.ready = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def _run(self) -> None:
+    def run(self) -> None:
         from ..notify import Listener
 
         listener = None
         try:
-            while not self._stop.is_set():
+            while not self.stopping:
                 try:
                     if listener is None:
                         listener = Listener(self.alias)
                         self.ready.set()
                         # Anything sent while we were not listening is found by this wake.
                         self.wakeup.bump()
-                    if listener.wait(0.5) & self.queues:
+                    if listener.wait(self.config.interval) & self.queues:
                         self.wakeup.bump()
                 except Exception:
-                    logger.exception("event=listener_failed; retrying in 1s")
+                    logger.exception(
+                        "event=listener_failed; retrying in %ss", self.config.retry_interval
+                    )
                     if listener is not None:
                         listener.close()
                     listener = None
-                    self._stop.wait(1.0)
+                    self.ready.clear()
+                    self.sleep(self.config.retry_interval)
         finally:
             if listener is not None:
                 listener.close()
-            connections.close_all()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="pgq-notifier", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)

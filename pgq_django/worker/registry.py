@@ -104,36 +104,64 @@ def autodiscover(extra_modules: list[str] | tuple[str, ...] = ()) -> None:
 
 
 def callback_handler(queue: str, path: str) -> Handler | None:
-    """A Handler for a queue's dotted-path callback, or None if it cannot be imported."""
+    """A Handler for a queue's dotted-path callback, or None if it cannot be imported.
+
+    Whatever the import raises (an ImportError, or an error of the module's own import-time
+    code) is logged and leaves the queue without a handler, so one broken callback module
+    does not stop a worker that serves other queues too.
+    """
     try:
         func = import_string(path)
-    except ImportError:
+    except Exception:
         logger.exception("queue=%s callback=%s event=callback_import_failed", queue, path)
         return None
     return Handler(queue, func)
 
 
-def resolve(queues: list[str] | None = None) -> dict[str, Handler]:
-    """The handler for each queue to serve: the named ones, or every queue that has one.
-
-    A named queue without any handler is an error, so a typo fails at start-up rather than
-    leaving messages unprocessed.
-    """
+def task_handlers(queues: list[str] | None = None) -> dict[str, Handler]:
+    """Handlers running :func:`pgq_django.tasks.run_task` for the task queues of every
+    PgqBackend in ``settings.TASKS`` (only those in ``queues`` when given)."""
     from django.conf import settings as django_settings
 
+    backends = (getattr(django_settings, "TASKS", None) or {}).values()
+    if not any(b.get("BACKEND") == "pgq_django.tasks.PgqBackend" for b in backends):
+        return {}
+    from ..tasks import run_task, task_queues
+
+    return {
+        name: Handler(name, run_task, batch=1)
+        for name in task_queues()
+        if queues is None or name in queues
+    }
+
+
+def callback_handlers(queues: list[str] | None = None) -> dict[str, Handler]:
+    """Handlers for the queues' dotted-path callbacks (only those of ``queues`` when given).
+
+    Each callback is imported here, so a worker serving some queues never imports, nor
+    runs the import-time code of, another queue's callback.
+    """
     from ..models import Queue
 
     found: dict[str, Handler] = {}
-    backends = (getattr(django_settings, "TASKS", None) or {}).values()
-    if any(b.get("BACKEND") == "pgq_django.tasks.PgqBackend" for b in backends):
-        from ..tasks import task_handlers
-
-        found.update(task_handlers())
-    for name, path in Queue.objects.exclude(callback="").values_list("name", "callback"):
+    rows = Queue.objects.exclude(callback="")
+    if queues is not None:
+        rows = rows.filter(name__in=queues)
+    for name, path in rows.values_list("name", "callback"):
         entry = callback_handler(name, path)
         if entry is not None:
             found[name] = entry
-    found.update(_registry)
+    return found
+
+
+def resolve(queues: list[str] | None = None) -> dict[str, Handler]:
+    """The handler for each queue to serve: the named ones, or every queue that has one.
+
+    Precedence: ``@pgq.handler`` over a queue's callback over a task queue. A named queue
+    without any handler is an error, so a typo fails at start-up rather than leaving
+    messages unprocessed.
+    """
+    found = {**task_handlers(queues), **callback_handlers(queues), **_registry}
     if queues is None:
         return found
     missing = [q for q in queues if q not in found]

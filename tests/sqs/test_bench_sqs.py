@@ -7,13 +7,11 @@ table holds numeric rates and ratios.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
-from ..conftest import ROOT, subprocess_env
+from ..conftest import run_quick_bench
 
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 
@@ -22,21 +20,13 @@ NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 def test_quick_sqs_benchmark_prints_numeric_ratios(transactional_db: Any) -> None:
     import pgq_django as pgq
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.sqs", "--quick"],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = run_quick_bench("bench.sqs")
     for case in ("SendMessageBatch(10)", "ReceiveMessage(10)+DeleteMessageBatch"):
         row = re.search(
             rf"^\| {re.escape(case)} +\| ({NUMBER}) +\| ({NUMBER}) +\| ({NUMBER}) +\|",
-            proc.stdout,
+            out,
             re.MULTILINE,
         )
-        assert row, f"no numeric row for {case!r} in:\n{proc.stdout}"
+        assert row, f"no numeric row for {case!r} in:\n{out}"
         assert min(float(g.replace(",", "")) for g in row.groups()) > 0
     assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_sqs_")]

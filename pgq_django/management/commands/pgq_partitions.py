@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -23,8 +25,9 @@ def premake_count(value: str) -> int:
 
 class Command(BaseCommand):
     help = (
-        "Premake message and archive partitions ahead of the msg_id sequence and drop "
-        "drained ones, printing each action."
+        "Repair rows in the default partitions, premake message and archive partitions ahead "
+        "of the msg_id sequence, tune live partitions' autovacuum settings and drop drained "
+        "ones, printing each action as it is done."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -40,11 +43,37 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, premake: int | None, dry_run: bool, **options: Any) -> None:
-        from pgq_django.partitions import run_maintenance
+        from pgq_django.partitions import upkeep
 
-        actions = run_maintenance(premake, dry_run=dry_run)
+        stopping: list[int] = []
+
+        def stop_after_this_action(signum: int, frame: Any) -> None:
+            # The first signal ends the run between two actions (each is its own committed
+            # transaction); the previous handlers come back, so a second signal interrupts.
+            stopping.append(signum)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        previous = {
+            sig: signal.signal(sig, stop_after_this_action)
+            for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        started = time.monotonic()
         prefix = "would " if dry_run else ""
-        for action in actions:
-            self.stdout.write(prefix + action)
-        if not actions:
+        count = 0
+        try:
+            for action in upkeep(premake, dry_run=dry_run, stop=lambda: bool(stopping)):
+                count += 1
+                self.stdout.write(f"{prefix}{action}")
+                self.stdout.flush()
+        finally:
+            for sig, handler in previous.items():
+                if signal.getsignal(sig) is stop_after_this_action:
+                    signal.signal(sig, handler)
+        elapsed = time.monotonic() - started
+        if stopping:
+            self.stdout.write(f"stopped by signal after {count} actions ({elapsed:.1f}s)")
+        elif not count:
             self.stdout.write("partitions are up to date")
+        else:
+            self.stdout.write(f"{count} actions in {elapsed:.1f}s")

@@ -1,17 +1,19 @@
 """The base views: DRF's request cycle with pgq_django's parser, authentication and errors.
 
-:class:`PgqView` is a plain DRF ``APIView``. :class:`AsyncPgqView` runs the same cycle with
-``async def`` handlers: authentication, permissions and every database call go through
-``sync_to_async`` while waiting (a long-poll) happens on the event loop, so under an ASGI
-server a waiting client holds a coroutine, not a thread (DRF's own ``APIView`` is sync only).
+:class:`PgqView` is a plain DRF ``APIView``. :class:`AsyncPgqView` runs the same cycle, but a
+handler may end by returning a :class:`Wait`: authentication, permissions and the handler's
+database work run in one hop to a thread, while the wait (a long-poll) happens on the event
+loop, so under an ASGI server a waiting client holds a coroutine, not a thread (DRF's own
+``APIView`` is sync only).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, markcoroutinefunction, sync_to_async
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -62,36 +64,112 @@ class PgqView(APIView):
         return request.user
 
 
+class Wait:
+    """What a handler returns to finish its answer on the event loop (a long-poll's wait).
+
+    ``run`` is a coroutine function answering the Response; ``cancel`` undoes what the
+    handler set up for it, when the wait never runs.
+    """
+
+    def __init__(self, run: Callable[[], Awaitable[Any]], cancel: Callable[[], None]) -> None:
+        self.run = run
+        self.cancel = cancel
+
+
 class AsyncPgqView(PgqView):
-    """A :class:`PgqView` whose handlers are coroutines."""
+    """A :class:`PgqView` whose requests may end with a wait on the event loop.
+
+    Handlers are plain methods: authentication, permissions and the handler's database work
+    run in one call on a thread (one hop from the event loop), and a handler that has to wait
+    returns a :class:`Wait`, which then runs on the event loop, holding no thread.
+
+    The URL gets an ``async def`` view, so Django's ASGI handler (and a WSGI server, through
+    ``async_to_sync``) serve it correctly. It carries the synchronous view as
+    ``pgq_sync_view`` and :meth:`needs_async` as ``pgq_needs_async``:
+    :mod:`pgq_django.asgi` serves a request that cannot wait with the synchronous view, in
+    one hop with the middleware.
+    """
+
+    # Set on the instance serving a request from the event loop (adispatch).
+    awaiting = False
+    loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def needs_async(cls, scope: dict[str, Any]) -> bool:
+        """Whether the request of an ASGI ``scope`` may wait (needs the event loop)."""
+        return True
 
     @classmethod
     def as_view(cls, **initkwargs: Any) -> Any:
-        view = super().as_view(**initkwargs)
-        from asgiref.sync import markcoroutinefunction
+        sync_view = super().as_view(**initkwargs)
 
+        async def view(request: Any, *args: Any, **kwargs: Any) -> Any:
+            self = cls(**initkwargs)
+            self.setup(request, *args, **kwargs)
+            return await self.adispatch(request, *args, **kwargs)
+
+        # What DRF and Django put on their view (cls, initkwargs, view_class, csrf_exempt …),
+        # which drf-spectacular and the CSRF middleware read.
+        view.__dict__.update(sync_view.__dict__)
+        view.__doc__ = sync_view.__doc__
+        view.__module__ = sync_view.__module__
+        view.pgq_sync_view = sync_view  # type: ignore[attr-defined]
+        view.pgq_needs_async = cls.needs_async  # type: ignore[attr-defined]
         return markcoroutinefunction(view)
 
-    async def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        """DRF's dispatch, except that a handler may answer a :class:`Wait`.
+
+        From :meth:`adispatch` the Wait is returned for the event loop to run; served
+        synchronously (``pgq_sync_view``), it runs here, blocking this thread.
+        """
         self.args = args
         self.kwargs = kwargs
         drf_request = self.initialize_request(request, *args, **kwargs)
         self.request = drf_request
         self.headers = self.default_response_headers
         try:
-            # Authentication, permissions and content negotiation may query the database.
-            await sync_to_async(self.initial)(drf_request, *args, **kwargs)
+            self.initial(drf_request, *args, **kwargs)
             method = drf_request.method.lower()
             handler = getattr(self, method, None) if method in self.http_method_names else None
-            if handler is None:
-                handler = self.http_method_not_allowed
-            response = handler(drf_request, *args, **kwargs)
-            if asyncio.iscoroutine(response):
-                response = await response
+            response = (handler or self.http_method_not_allowed)(drf_request, *args, **kwargs)
         except Exception as exc:
             response = self.handle_exception(exc)
+        if isinstance(response, Wait):
+            if self.awaiting:
+                return response
+            response = async_to_sync(self._finish)(response)
         self.response = self.finalize_response(drf_request, response, *args, **kwargs)
         return self.response
+
+    async def adispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        self.awaiting = True
+        self.loop = asyncio.get_running_loop()
+        hop = asyncio.ensure_future(
+            sync_to_async(self.dispatch, thread_sensitive=True)(request, *args, **kwargs)
+        )
+        try:
+            result = await asyncio.shield(hop)
+        except asyncio.CancelledError:
+            # The client left while the thread worked: undo a wait it may still set up.
+            hop.add_done_callback(_cancel_wait)
+            raise
+        if not isinstance(result, Wait):
+            return result
+        response = await self._finish(result)
+        self.response = self.finalize_response(self.request, response, *args, **kwargs)
+        return self.response
+
+    async def _finish(self, wait: Wait) -> Any:
+        try:
+            return await wait.run()
+        except Exception as exc:
+            return await sync_to_async(self.handle_exception, thread_sensitive=True)(exc)
+
+
+def _cancel_wait(hop: asyncio.Future[Any]) -> None:
+    if not hop.cancelled() and hop.exception() is None and isinstance(hop.result(), Wait):
+        hop.result().cancel()
 
 
 def no_content() -> Response:

@@ -1,16 +1,19 @@
 """``/v1/queues/{id}/messages``: send (one or a batch), consume (long-poll), ack and nack.
 
-The send/consume view is asynchronous: a consume with ``wait_seconds`` waits for the queue's
-NOTIFY on the event loop, through the process's one LISTEN connection
+The send/consume view may wait: a consume with ``wait_seconds`` that finds nothing waits for
+the queue's NOTIFY on the event loop, through the process's one LISTEN connection
 (:mod:`pgq_django.notify`), so under an ASGI server a waiting client costs a coroutine and
-a socket. Database work — authentication, the grant check, each lease — runs in Django's
-thread for synchronous code, one short call at a time.
+a socket. Database work — authentication, the grant check, each lease — runs on the
+request's thread, one short call at a time; everything else (a send, a consume that does
+not wait) is served by :mod:`pgq_django.asgi` in one hop to that thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -22,11 +25,12 @@ from rest_framework.response import Response
 
 import pgq_django as pgq
 
+from ... import notify
 from ...conf import settings
 from ...exceptions import InvalidArgument, MessageNotFound, StaleReceipt
 from .. import serializers as s
 from ..permissions import require_queue
-from .base import AsyncPgqView, PgqView, no_content
+from .base import AsyncPgqView, PgqView, Wait, no_content
 from .params import parse_query, seconds, text, whole
 from .queues import ERRORS
 
@@ -86,7 +90,7 @@ def send_messages(queue: str, items: list[dict[str, Any]]) -> list[int]:
     previous = None
     for item in items:
         options = {k: v for k, v in item.items() if k != "body"}
-        key = json.dumps(options, sort_keys=True, default=str)
+        key = json.dumps(options, sort_keys=True, default=str) if options else ""
         if key != previous or options.get("dedup_id") is not None:
             runs.append((options, []))
             previous = key
@@ -124,7 +128,9 @@ class MessagesView(AsyncPgqView):
         ],
         responses={200: s.ConsumeOut, **ERRORS},
     )
-    async def get(self, request: Request, queue: str) -> Response:
+    def get(self, request: Request, queue: str) -> Response | Wait:
+        """Consume: lease up to ``limit`` messages, each hidden until acked or its lease
+        ends; with ``wait_seconds``, wait that long for one when none is ready."""
         query = parse_query(
             request,
             {
@@ -135,29 +141,29 @@ class MessagesView(AsyncPgqView):
             },
         )
         limit = query.get("limit", settings.REST_DEFAULT_LIMIT)
-        await sync_to_async(require_queue)(request.user, "read", queue)
+        require_queue(request.user, "read", queue)
         options: dict[str, Any] = {
             "vt": query.get("visibility_timeout_seconds"),
             "qty": limit,
             "filters": {"label": query["label"]} if "label" in query else None,
         }
         wait = query.get("wait_seconds", 0)
-        if wait > 0:
+        if wait <= 0:
+            return consumed(queue, pgq.read(queue, **options), limit)
+        if self.loop is None:  # served synchronously (WSGI): this thread waits
             interval = int(settings.REST_POLL_INTERVAL * 1000)
-            found = await pgq.aread_with_poll(
+            found = pgq.read_with_poll(
                 queue, max_poll_seconds=wait, poll_interval_ms=interval, **options
             )
-        else:
-            found = await pgq.aread(queue, **options)
-        return Response({"data": [s.message_json(m, queue) for m in found], "limit": limit})
+            return consumed(queue, found, limit)
+        return LongPoll(self.loop, queue, options, wait).start()
 
     @extend_schema(
         operation_id="messages_send", request=SEND_BODY, responses={201: s.SentOut, **ERRORS}
     )
-    async def post(self, request: Request, queue: str) -> Response:
-        return await sync_to_async(self._send)(request, queue)
-
-    def _send(self, request: Request, queue: str) -> Response:
+    def post(self, request: Request, queue: str) -> Response:
+        """Send one message (``{"body": …}``) or a batch (``{"messages": [...]}``), which
+        lands whole or not at all."""
         data = request.data
         if isinstance(data, dict) and "messages" in data:
             items = self.body(request, s.BatchIn)["messages"]
@@ -166,6 +172,70 @@ class MessagesView(AsyncPgqView):
         item = self.body(request, s.MessageIn)
         require_queue(request.user, "write", queue)
         return Response({"id": send_messages(queue, [item])[0]}, status=201)
+
+    @classmethod
+    def needs_async(cls, scope: dict[str, Any]) -> bool:
+        """Only a consume that may wait (``wait_seconds``) needs the event loop."""
+        return scope.get("method") == "GET" and b"wait_seconds" in scope.get("query_string", b"")
+
+
+def consumed(queue: str, found: list[Any], limit: int) -> Response:
+    return Response({"data": [s.message_json(m, queue) for m in found], "limit": limit})
+
+
+class LongPoll:
+    """A consume that waits for the queue's NOTIFY on the event loop.
+
+    :meth:`start` runs on the request's thread: it registers for wake-ups first (so a send
+    committed after the lease below cannot be missed) and leases once; with nothing found
+    it answers a :class:`Wait`. Waiters with the same label filter form one wake-up group
+    (:mod:`pgq_django.notify`): a send wakes one of them, not all, and a waiter that leaves
+    with a full batch hands the wake-up on.
+    """
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, queue: str, options: dict[str, Any], wait: float
+    ) -> None:
+        self.queue = queue
+        self.options = options
+        self.limit = options["qty"]
+        self.deadline = time.monotonic() + wait
+        label = (options["filters"] or {}).get("label")
+        self.interest = notify.register(queue, loop=loop, group=("rest-label", label))
+
+    def start(self) -> Response | Wait:
+        try:
+            found = pgq.read(self.queue, **self.options)
+        except BaseException:
+            notify.unregister(self.interest)
+            raise
+        if found:
+            return self.done(found)
+        return Wait(self.run, self.cancel)
+
+    async def run(self) -> Response:
+        try:
+            lease = sync_to_async(pgq.read, thread_sensitive=True)
+            interval = settings.REST_POLL_INTERVAL
+            found: list[Any] = []
+            while (remaining := self.deadline - time.monotonic()) > 0:
+                # Only the group's head polls as a fallback; the others wait to be woken.
+                poll = interval if self.interest.hub.leads(self.interest) else remaining
+                await self.interest.await_wakeup(min(poll, remaining))
+                found = await lease(self.queue, **self.options)
+                if found:
+                    break
+        except BaseException:
+            self.cancel()
+            raise
+        return self.done(found)
+
+    def done(self, found: list[Any]) -> Response:
+        notify.unregister(self.interest, full_batch=len(found) >= self.limit)
+        return consumed(self.queue, found, self.limit)
+
+    def cancel(self) -> None:
+        notify.unregister(self.interest)
 
 
 class AckView(PgqView):

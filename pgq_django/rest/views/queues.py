@@ -22,24 +22,9 @@ PAGE = [
 ]
 ERRORS = {code: s.ErrorOut for code in (400, 401, 403, 404, 409, 413)}
 
-# REST field -> create_queue()/alter_queue() argument.
-_QUEUE_FIELDS = {
-    "ack_deadline_seconds": "visibility_timeout",
-    "message_retention_seconds": "retention",
-    "delivery_delay_seconds": "delivery_delay",
-    "fifo": "fifo",
-    "max_retries": "max_retries",
-    "retry_delay": "retry_delay",
-    "backoff": "backoff",
-    "dead_letter_queue": "dead_letter_queue",
-    "max_message_size": "max_message_size",
-    "max_length": "max_length",
-    "archive_on_ack": "archive_on_ack",
-}
-
 
 def _queue_options(user: Any, data: dict[str, Any]) -> dict[str, Any]:
-    options = {_QUEUE_FIELDS[key]: value for key, value in data.items() if key in _QUEUE_FIELDS}
+    options = {s.QUEUE_FIELDS[key]: value for key, value in data.items() if key in s.QUEUE_FIELDS}
     dlq = options.get("dead_letter_queue")
     if dlq is not None:
         # Dead letters are sends to that queue: the caller must be allowed to write there.

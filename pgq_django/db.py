@@ -1,0 +1,210 @@
+"""The one runner: every named statement of :mod:`pgq_django.sql` executes here.
+
+Statements run on Django's connection to the queue database (``PGQ["DATABASE"]``), inside
+whatever transaction the caller holds, through Django's cursor wrapper (query logging,
+``execute_wrapper`` hooks, error translation and transaction state all apply), with three
+differences from Django's own queries:
+
+- each statement is prepared once per connection and later calls only bind and execute
+  (``PGQ["PREPARED_STATEMENTS"] = False`` turns this off for poolers that cannot keep
+  prepared statements);
+- results come back in binary format, decoded by psycopg's C loaders;
+- rows are named tuples: ``row.msg_id``, not ``row[0]``. The row type of a prepared
+  statement is made once per process from the names its result columns carry (psycopg's
+  ``namedtuple_row`` would look the names up again on every call, which cost a send a
+  twentieth of its client time).
+
+A connection set up in another process (this one was forked after using the database) is
+abandoned for a new one, so parent and child never share a session: see "Forked processes"
+in docs/design.md.
+
+The only statements that do not run here are the worker leader's (:mod:`pgq_django.sql.leader`),
+which must hold an advisory lock on a dedicated connection of their own, and the LISTEN
+connection of :mod:`pgq_django.notify`.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections import namedtuple
+from typing import Any
+
+import psycopg
+from django.db import connections
+from psycopg.sql import Composable
+from psycopg.types.json import JsonbBinaryLoader
+
+# A prepare threshold no statement reaches by repetition: only explicit prepares happen.
+_PREPARE_ONLY_WHEN_ASKED = 2**31 - 1
+# Raw connections already set up for our statements, with the pid of the process that set
+# them up (see execute): a forked child must not use its parent's connection.
+_CONFIGURED: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+# Connections a forked child inherited and let go of. Kept referenced so they are never
+# garbage-collected in the child: psycopg would not close them there (it checks the pid),
+# but it would warn about an open connection being deleted.
+_ABANDONED: list[Any] = []
+
+
+def _abandon(db: Any) -> None:
+    """Let go of a connection that belongs to the parent process, without closing it.
+
+    Closing it would send PostgreSQL a Terminate message over the socket the parent still
+    uses, ending the parent's session. Django opens a new connection on next use.
+    """
+    _ABANDONED.append(db.connection)
+    db.connection = None
+
+
+def _forget_inherited_connections() -> None:
+    """After ``fork()``, in the child: abandon the connections of the forking thread.
+
+    Any query the child made on them would share the parent's server session — interleaved
+    protocol messages, and ``DuplicatePreparedStatement`` once both prepare statements under
+    the same names. Other threads do not exist in the child.
+    """
+    try:
+        for db in connections.all(initialized_only=True):
+            if db.connection is not None:
+                _abandon(db)
+    except Exception:  # Django not configured in this process: nothing to forget
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited_connections)
+
+
+class _PreparingCursor(psycopg.Cursor[Any]):
+    """A server-binding cursor that prepares each statement on first use.
+
+    The named statements run thousands of times per connection and are large CTEs: parsing
+    and planning them is about half of what PostgreSQL spends on a send or a read
+    (bench/core.py measured pgq_django at ~0.5 of the same SQL run by psycopg with its
+    automatic prepares). Prepared once per connection, later calls only bind and execute.
+    Django's own cursors bind on the client and never prepare, so this is opt-in here.
+
+    Results come back in binary format: psycopg's C loaders then decode timestamps, where
+    the text format goes through Django's Python timestamptz loader — three timestamps a row
+    were a sixth of a 100-message read. Values are the same (aware UTC datetimes, since
+    Django sets the connection's time zone to UTC; jsonb decoded to Python objects).
+    """
+
+    def __init__(self, connection: Any, *, prepare: bool = True) -> None:
+        super().__init__(connection)
+        self._pgq_prepare = prepare
+
+    def execute(self, query: Any, params: Any = None, *, prepare: Any = None, **kw: Any) -> Any:
+        kw.setdefault("binary", True)
+        if prepare is None:
+            prepare = self._pgq_prepare
+        return super().execute(query, params, prepare=prepare, **kw)
+
+
+def execute(
+    statement: str | Composable,
+    params: Any = None,
+    alias: str | None = None,
+    *,
+    prepare: bool = True,
+) -> Any:
+    """Run one statement on Django's connection ``alias`` and return the open cursor.
+
+    ``prepare=False`` binds on the server without preparing, for a statement whose text
+    varies from call to call (one built around an ORM queryset). A
+    :class:`~psycopg.sql.Composable` (a DDL template filled with identifiers) is rendered
+    for this connection and never prepared, since its text varies with the identifiers.
+    Prefer :func:`run_one`, :func:`run_all` and :func:`run_rowcount`, which return rows.
+    """
+    from .conf import settings
+
+    db = connections[alias or settings.DATABASE]
+    pid = os.getpid()
+    if db.connection is not None and _CONFIGURED.get(db.connection, pid) != pid:
+        _abandon(db)  # set up by the process we were forked from (see _abandon)
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    raw = db.connection
+    if _CONFIGURED.get(raw) != pid:
+        if raw.prepare_threshold is None:
+            # Django turns preparing off per connection; allow it for the statements
+            # that ask (ours) without making Django's own queries start preparing.
+            raw.prepare_threshold = _PREPARE_ONLY_WHEN_ASKED
+        # Django maps jsonb to a text loader; our binary results need psycopg's binary
+        # jsonb loader. Django's own queries use the text format and are unaffected.
+        raw.adapters.register_loader("jsonb", JsonbBinaryLoader)
+        _CONFIGURED[raw] = pid
+    if not isinstance(statement, str):
+        statement = statement.as_string(raw)
+        prepare = False
+    with db.wrap_database_errors:
+        inner: Any = _PreparingCursor(raw, prepare=prepare and bool(settings.PREPARED_STATEMENTS))
+    cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
+    cursor.execute(statement, params)
+    return cursor
+
+
+# Statement text -> the named-tuple type of its rows, for prepared statements only: their
+# texts are fixed (module constants and the few shapes of a read), so this stays small.
+_ROW_TYPES: dict[str, Any] = {}
+
+
+def _row_type(cursor: Any, statement: Any, fixed: bool) -> Any:
+    """The named-tuple type of the rows ``cursor`` returned for ``statement``."""
+    found = _ROW_TYPES.get(statement) if fixed else None
+    if found is not None:
+        return found
+    names = [column.name for column in cursor.description]
+    made: Any = namedtuple("Row", names, rename=True)  # type: ignore[misc]
+    if fixed:
+        _ROW_TYPES[statement] = made
+    return made
+
+
+def run_one(
+    statement: str | Composable,
+    params: Any = None,
+    alias: str | None = None,
+    *,
+    prepare: bool = True,
+) -> Any:
+    """The statement's first row as a named tuple, or None when it returned none."""
+    cursor = execute(statement, params, alias, prepare=prepare)
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    return _row_type(cursor, statement, prepare and isinstance(statement, str))._make(row)
+
+
+def run_all(
+    statement: str | Composable,
+    params: Any = None,
+    alias: str | None = None,
+    *,
+    prepare: bool = True,
+    named: bool = True,
+) -> list[Any]:
+    """Every row the statement returned, as named tuples.
+
+    ``named=False`` returns plain tuples, for rows that become model instances at once
+    (a read's messages, matched to :data:`~pgq_django.sql.fragments.MESSAGE_COLUMNS` by the
+    manager): naming a hundred rows first cost a fifth of the client's time to load them.
+    """
+    cursor = execute(statement, params, alias, prepare=prepare)
+    rows: list[Any] = cursor.fetchall()
+    if not rows or not named:
+        return rows
+    make = _row_type(cursor, statement, prepare and isinstance(statement, str))._make
+    return [make(row) for row in rows]
+
+
+def run_rowcount(
+    statement: str | Composable,
+    params: Any = None,
+    alias: str | None = None,
+    *,
+    prepare: bool = True,
+) -> int:
+    """Run a statement for its effect (DDL, locks, settings); returns the rows it touched."""
+    return int(execute(statement, params, alias, prepare=prepare).rowcount)

@@ -1,0 +1,88 @@
+"""What every manager shares: the database it runs on, the runner, and row → model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import models
+
+from .. import db
+from ..conf import settings
+from ..sql.fragments import MESSAGE_COLUMNS
+
+# A reference to one message: (msg_id, read_ct or None). read_ct fences stale receipts.
+MessageRef = tuple[int, int | None]
+
+
+def refs_params(refs: Sequence[MessageRef]) -> dict[str, list[Any]]:
+    """The ``ids`` and ``cts`` array parameters of a list of message references."""
+    return {"ids": [r[0] for r in refs], "cts": [r[1] for r in refs]}
+
+
+class SqlManager(models.Manager):
+    """Runs named statements of :mod:`pgq_django.sql` on the manager's database.
+
+    The database is the one the manager was bound to (``db_manager(alias)``), else
+    ``PGQ["DATABASE"]``. Every statement goes through :mod:`pgq_django.db`.
+    """
+
+    def _db_alias(self) -> str:
+        return self.db if self._db else settings.DATABASE
+
+    def _one(self, statement: Any, params: Any = None, *, prepare: bool = True) -> Any:
+        """The statement's first row (named fields), or None."""
+        return db.run_one(statement, params, self._db_alias(), prepare=prepare)
+
+    def _all(
+        self, statement: Any, params: Any = None, *, prepare: bool = True, named: bool = True
+    ) -> list[Any]:
+        """Every row of the statement (named fields; plain tuples with ``named=False``)."""
+        return db.run_all(statement, params, self._db_alias(), prepare=prepare, named=named)
+
+    def _instances(self, rows: Sequence[Sequence[Any]], offset: int = 0) -> list[Any]:
+        """Turn RETURNING rows into model instances (jsonb arrives decoded: binary results).
+
+        The instances are what ``Model.from_db`` makes, built without ``Model.__init__``:
+        its per-field work was a fifth of a 100-message read (bench/core.py, profiled). The
+        rows carry every column of MESSAGE_COLUMNS from ``offset`` on (a field after them,
+        such as ``Message.dead_letter_origin``, is deferred: it loads on first access); the
+        one difference is that no pre_init/post_init signal is sent. A model whose fields do
+        not start with MESSAGE_COLUMNS goes through ``from_db`` as usual.
+        """
+        from django.db.models.base import ModelState
+
+        model = self.model
+        alias = self._db_alias()
+        fast = _plain_columns(model)
+        end = offset + len(MESSAGE_COLUMNS)
+        objs = []
+        for row in rows:
+            if row[offset] is None:
+                continue
+            values = list(row[offset:end])
+            if not fast:
+                objs.append(model.from_db(alias, MESSAGE_COLUMNS, values))
+                continue
+            obj = model.__new__(model)
+            obj.__dict__.update(zip(MESSAGE_COLUMNS, values, strict=True))
+            state = obj._state = ModelState()
+            state.adding = False
+            state.db = alias
+            objs.append(obj)
+        return objs
+
+
+_PLAIN: dict[type, bool] = {}
+
+
+def _plain_columns(model: type[models.Model]) -> bool:
+    """Whether the model's concrete fields start with MESSAGE_COLUMNS, in order.
+
+    Columns after them (``Message.dead_letter_origin``) are left out of the statements'
+    rows and load on first access, like a deferred field.
+    """
+    if model not in _PLAIN:
+        attnames = tuple(f.attname for f in model._meta.concrete_fields)
+        _PLAIN[model] = attnames[: len(MESSAGE_COLUMNS)] == MESSAGE_COLUMNS
+    return _PLAIN[model]

@@ -1,0 +1,41 @@
+"""``Exchange.objects``: the ORM manager, plus the one-statement publish."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..conf import settings
+from ..delivery import DEDUP_WINDOW_SECONDS
+from ..sql import exchanges as sql
+from .base import SqlManager
+
+
+class ExchangeManager(SqlManager):
+    """``Exchange.objects``: adds the one-statement publish."""
+
+    def publish_body(self, exchange: str, body: str, *, size: int, **options: Any) -> Any:
+        """Route one JSON-encoded body; returns (exchange_id or None, [msg_id …], too_large,
+        full).
+
+        ``too_large`` names a matched queue whose max_message_size the body exceeds and
+        ``full`` one that holds its max_length messages; nothing is inserted then. With a
+        ``dedup_id`` each routed queue deduplicates the copy as a send would.
+        """
+        from ..routing import topic_subject
+
+        key = options.pop("routing_key")
+        params = {
+            "exchange": exchange,
+            "body": body,
+            "size": size,
+            "routing_key": key,
+            "topic_subject": topic_subject(key),
+            "channel": settings.NOTIFY_CHANNEL,
+            "window": DEDUP_WINDOW_SECONDS,
+            **options,
+        }
+        if options.get("dedup_id") is None:
+            row = self._one(sql.PUBLISH, params)
+        else:
+            row = self._one(sql.PUBLISH_DEDUPLICATED, params)
+        return row.exchange_id, list(row.msg_ids or []), row.too_large, row.queue_full

@@ -1,0 +1,168 @@
+"""``Message.objects``: the live-queue operations, one statement each.
+
+Each public method runs one named statement of :mod:`pgq_django.sql.messages` (or, for the
+delivery and counter methods it inherits, :mod:`pgq_django.sql.delivery` and
+:mod:`pgq_django.sql.counters`) in one round trip and hands the functional API what it
+found. Callers validate arguments before they get here; values always travel as parameters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..conf import settings
+from ..sql import messages as sql
+from ..sql.queues import QUEUE_STATE
+from .base import MessageRef, SqlManager, refs_params
+from .counters import CounterMethods
+from .delivery import DeliveryMethods
+from .queryset import MessageQuerySet
+
+# Queue name -> its shape as last seen by this process: FIFO (see _leasing), archives on
+# ack (see ack). A stale entry costs one extra query, never a wrong result.
+_FIFO_QUEUES: dict[str, bool] = {}
+_ARCHIVES_ON_ACK: dict[str, bool] = {}
+
+_MessageManagerBase = SqlManager.from_queryset(MessageQuerySet)
+
+
+class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
+    """``Message.objects``: the lease/ack operations as single statements."""
+
+    def send_bodies(self, queue: str, bodies: Sequence[str], *, size: int, **options: Any) -> Any:
+        """Insert JSON-encoded bodies; returns (queue_id or None, [msg_id, …], full)."""
+        params = {
+            "queue": queue,
+            "bodies": list(bodies),
+            "size": size,
+            "channel": settings.NOTIFY_CHANNEL,
+            **options,
+        }
+        row = self._one(sql.SEND, params)
+        return row.found_queue_id, row.msg_ids, row.queue_full
+
+    def lease(
+        self, queue: str, *, qty: int, vt: float | None, filters: dict[str, Any] | None = None
+    ) -> tuple[list[Any], Any]:
+        """Lease up to ``qty`` messages (``SELECT … FOR UPDATE SKIP LOCKED`` + UPDATE).
+
+        Returns (messages, queue state): the state (see :meth:`queue_state`) is looked up
+        only when nothing was leased, so the caller can tell an empty queue from a missing
+        or paused one without a query of its own.
+        """
+        clause, params = _filter_clause(filters or {})
+        params.update(queue=queue, qty=qty, vt=vt, max_bytes=settings.READ_MAX_BYTES)
+        return self._leasing(sql.READ, queue, clause, params)
+
+    def pop(self, queue: str, *, qty: int) -> tuple[list[Any], Any]:
+        """Like :meth:`lease`, but the messages leave the queue (archived with archive_on_ack)."""
+        params = {"queue": queue, "qty": qty, "max_bytes": settings.READ_MAX_BYTES}
+        return self._leasing(sql.POP, queue, "", params)
+
+    def _leasing(
+        self, shapes: dict[bool, str], queue: str, clause: str, params: dict[str, Any]
+    ) -> tuple[list[Any], Any]:
+        """Run the statement of the queue's shape, remembered per process by queue name.
+
+        A guess that no longer holds (a queue dropped and re-created as the other shape)
+        matches no queue, so an empty result checks the shape once and runs the other one.
+        """
+        fifo = _FIFO_QUEUES.get(queue, False)
+        # Plain tuples: the rows become Message instances at once (see _instances).
+        rows = self._all(shapes[fifo].format(filters=clause), params, named=False)
+        state = None
+        if not rows:
+            state = self.queue_state(queue)
+            if state is not None and state.fifo != fifo:
+                fifo = _FIFO_QUEUES[queue] = state.fifo
+                rows = self._all(shapes[fifo].format(filters=clause), params, named=False)
+        return sorted(self._instances(rows), key=lambda m: (m.priority, m.msg_id)), state
+
+    def queue_state(self, queue: str) -> Any:
+        """The queue's (id, paused, max_message_size, fifo, archive_on_ack, max_length), or
+        None when there is no such queue."""
+        return self._one(QUEUE_STATE, [queue])
+
+    def read_by_id(self, queue: str, msg_id: int) -> tuple[int | None, Any]:
+        row = self._one(sql.READ_BY_ID, {"queue": queue, "msg_id": msg_id})
+        if row is None:
+            return None, None
+        found = self._instances([row], offset=1)
+        return row.found_queue_id, found[0] if found else None
+
+    def ack(self, queue: str, refs: Sequence[MessageRef], *, result: str | None = None) -> Any:
+        """Delete (or archive as acked); returns (queue_id or None, [deleted ids])."""
+        params = {"queue": queue, "result": result, **refs_params(refs)}
+        archives = _ARCHIVES_ON_ACK.get(queue, False)
+        row = self._one(sql.DELETE[archives], params)
+        if row.found_queue_id is None:
+            state = self.queue_state(queue)
+            if state is not None and state.archive_on_ack != archives:
+                archives = _ARCHIVES_ON_ACK[queue] = state.archive_on_ack
+                row = self._one(sql.DELETE[archives], params)
+        return row.found_queue_id, row.msg_ids
+
+    def archive(
+        self,
+        queue: str,
+        refs: Sequence[MessageRef],
+        *,
+        outcome: str = "archived",
+        result: str | None = None,
+        error: str | None = None,
+    ) -> Any:
+        """Move messages to the archive; returns (queue_id or None, [archived ids])."""
+        params = {
+            "queue": queue,
+            "outcome": outcome,
+            "result": result,
+            "error": error,
+            **refs_params(refs),
+        }
+        row = self._one(sql.ARCHIVE, params)
+        return row.found_queue_id, row.msg_ids
+
+    def set_vt(self, queue: str, ref: MessageRef, vt: float) -> tuple[int | None, Any]:
+        params = {"queue": queue, "msg_id": ref[0], "ct": ref[1], "vt": vt}
+        row = self._one(sql.SET_VT, params)
+        found = self._instances([row], offset=1)
+        return row.found_queue_id, found[0] if found else None
+
+    def nack(
+        self, queue: str, ref: MessageRef, *, delay: float | None, error: str | None = None
+    ) -> tuple[int | None, str | None]:
+        """Returns (queue_id or None, 'retry' | 'dead_lettered' | 'dead' | None)."""
+        params = {
+            "queue": queue,
+            "msg_id": ref[0],
+            "ct": ref[1],
+            "delay": delay,
+            "error": error,
+            "channel": settings.NOTIFY_CHANNEL,
+        }
+        row = self._one(sql.NACK, params)
+        return row.found_queue_id, row.outcome
+
+    def purge(self, queue: str) -> tuple[int | None, int]:
+        """Delete every message of the queue; returns (queue_id or None, how many)."""
+        row = self._one(sql.PURGE, {"queue": queue})
+        return row.found_queue_id, row.purged
+
+
+def _filter_clause(filters: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The ``{filters}`` of a read for ``filters={"headers": {...}, "attributes": {...},
+    "label": "x"}``: fixed fragments (:data:`~pgq_django.sql.messages.READ_FILTERS`), values
+    as parameters (jsonb containment for headers and attributes, equality for the label).
+    """
+    parts: list[str] = []
+    params: dict[str, Any] = {}
+    for key in ("headers", "attributes"):
+        if filters.get(key):
+            parts.append(sql.READ_FILTERS[key])
+            params[f"f_{key}"] = json.dumps(filters[key])
+    if filters.get("label") is not None:
+        parts.append(sql.READ_FILTERS["label"])
+        params["f_label"] = filters["label"]
+    return " ".join(parts), params

@@ -1,0 +1,89 @@
+"""The pipeline's own psycopg connections, and the helpers that run statements on them.
+
+Spark executors (and the driver-side Python workers that plan a read) run without Django:
+they connect with psycopg to the libpq conninfo the data source was given, and run the
+statements of :mod:`pgq_django.sql` there: what the pipeline adds
+(:mod:`pgq_django.sql.spark`: partition spans, id-range reads, the archive stream's
+watermark) and, for sending, publishing, leasing and acknowledging, the very statements the
+managers run. This module holds no SQL text of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.sql import Composed, Identifier
+
+from ..sql import spark as sql
+from ..sql.spark import COLUMNS
+
+MESSAGE_TABLE = "pgq_message"
+ARCHIVE_TABLE = "pgq_archived_message"
+TABLES = {"messages": MESSAGE_TABLE, "archive": ARCHIVE_TABLE}
+
+__all__ = [
+    "ARCHIVE_TABLE",
+    "COLUMNS",
+    "MESSAGE_TABLE",
+    "TABLES",
+    "PartitionSpan",
+    "connect",
+    "list_partition_spans",
+    "read_range",
+    "stream_range",
+]
+
+
+@dataclass(frozen=True)
+class PartitionSpan:
+    name: str
+    default: bool
+    lo: int | None
+    hi: int | None
+
+
+def connect(dsn: str) -> psycopg.Connection[Any]:
+    """An autocommit connection for the pipeline (``conn.transaction()`` opens a transaction);
+    in UTC, as Django's connections are."""
+    conn = psycopg.connect(dsn, autocommit=True, application_name="pgq_django.spark")
+    conn.execute(sql.SET_UTC)
+    return conn
+
+
+def list_partition_spans(conn: psycopg.Connection[Any], table: str) -> list[PartitionSpan]:
+    """Every partition of ``table`` with the ids it holds now (default partition included)."""
+    spans = []
+    for name, is_default in conn.execute(sql.LIST_PARTITION_NAMES, [table]).fetchall():
+        span = sql.PARTITION_SPAN.format(partition=Identifier(name))
+        lo, hi = conn.execute(span).fetchone() or (None, None)
+        spans.append(PartitionSpan(name, bool(is_default), lo, hi))
+    return spans
+
+
+def read_range(table: str, *, archived: bool) -> Composed:
+    """The id-range read of ``table`` (a partition, or the parent) of live or archived rows."""
+    template = sql.READ_ARCHIVE_RANGE if archived else sql.READ_LIVE_RANGE
+    return template.format(table=Identifier(table))
+
+
+def stream_range(
+    conn: psycopg.Connection[Any],
+    statement: Composed,
+    params: dict[str, Any],
+    *,
+    batch_rows: int,
+    cursor_name: str,
+) -> Iterator[list[tuple[Any, ...]]]:
+    """Fetch a query's rows through a server-side cursor, ``batch_rows`` at a time.
+
+    The cursor lives in a transaction of its own; memory stays bounded by one batch however
+    many rows the range holds.
+    """
+    with conn.transaction(), conn.cursor(name=cursor_name, binary=True) as cursor:
+        cursor.itersize = batch_rows
+        cursor.execute(statement, params)
+        while rows := cursor.fetchmany(batch_rows):
+            yield rows

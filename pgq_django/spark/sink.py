@@ -1,0 +1,268 @@
+"""Writing a DataFrame into a queue or an exchange, from Spark's executors.
+
+Executors have no Django, so a task does not call :func:`pgq_django.send_batch`; it checks
+each row with the same checks (:func:`pgq_django.api.validation.send_options` and
+:func:`~pgq_django.api.validation.body`) and runs the same statements the functional API
+runs (:data:`pgq_django.sql.messages.SEND`, :data:`pgq_django.sql.delivery.SEND_DEDUPLICATED`,
+:data:`pgq_django.sql.exchanges.PUBLISH`) over psycopg, so a row written by Spark is the row
+``send`` would have written: same defaults, counters and wake-ups. Configuring Django in
+every executor instead would need the project's settings and code on each worker machine,
+and Django's connection handling per Python worker, for no different result.
+
+Each task writes its rows in one transaction: a failing task leaves nothing behind, and
+Spark's retry starts from a clean slate. Consecutive rows with the same options go in one
+``SEND`` of many bodies (``send_batch``'s statement); other rows are pipelined, one
+statement each, in the same round trips. A task that succeeded and is run again (a lost
+executor, speculation) writes its rows again unless they carry a ``dedup_id``: then the
+second copy is suppressed for the dedup window (five minutes), as with ``send``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+
+from ..api import validation as v
+from ..exceptions import (
+    ExchangeNotFound,
+    InvalidMessage,
+    MessageTooLarge,
+    PgqError,
+    QueueNotFound,
+)
+from ..sql import spark as statements
+from . import queries
+from .options import WriteOptions
+
+
+@dataclass
+class WriteReport(WriterCommitMessage):
+    """What one task wrote."""
+
+    rows: int
+    ids: int
+
+
+def _json_field(value: Any, what: str) -> Any:
+    """A headers/attributes cell: JSON text, a map, a struct (Row) or null."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError as exc:
+            raise InvalidMessage(f"The {what} column holds text that is not JSON: {exc}.") from None
+    if hasattr(value, "asDict"):
+        return value.asDict(recursive=True)
+    return value
+
+
+@dataclass(frozen=True)
+class _Op:
+    kind: str  # "send" | "dedup" | "publish"
+    params: dict[str, Any]
+    options_key: tuple[Any, ...]
+    position: int
+
+
+def _row_op(row: Any, opts: WriteOptions, position: int, max_size: int | None) -> _Op:
+    """Check one row as send() would and turn it into statement parameters."""
+    cells = row.asDict() if hasattr(row, "asDict") else dict(zip(opts.columns, row, strict=True))
+    try:
+        headers = _json_field(cells.get("headers"), "headers")
+        if opts.drop_reserved_headers and isinstance(headers, dict):
+            headers = {
+                k: h
+                for k, h in headers.items()
+                if not (isinstance(k, str) and k.lower().startswith(v.RESERVED_HEADER_PREFIX))
+            }
+        v.unreserved_headers(headers)
+        attributes = _json_field(cells.get("attributes"), "attributes")
+        checked = v.send_options(
+            headers=headers,
+            attributes=attributes,
+            label=cells.get("label"),
+            priority=0 if cells.get("priority") is None else cells["priority"],
+            delay=cells.get("delay"),
+            group=cells.get("group"),
+            dedup_id=cells.get("dedup_id"),
+            expires_in=cells.get("expires_in"),
+        )
+        raw = cells.get("body")
+        if opts.body_format == "json":
+            if not isinstance(raw, str):
+                raise InvalidMessage("The body column must hold JSON text (bodyFormat=json).")
+            try:
+                parsed = json.loads(raw)
+            except ValueError as exc:
+                raise InvalidMessage(f"The body is not JSON: {exc}.") from None
+            size = len(v.body(parsed, headers).encode())
+            body = raw  # sent as written, so numbers keep their digits
+        else:
+            body = v.body(raw, headers)
+            size = len(body.encode())
+        if isinstance(cells.get("headers"), str):
+            checked["headers"] = cells["headers"]  # the text as written, checked above
+        if isinstance(cells.get("attributes"), str):
+            checked["attributes"] = cells["attributes"]
+    except PgqError as exc:
+        raise type(exc)(f"Row {position} of the task: {exc.message}", **exc.details) from None
+    if max_size is not None and size > max_size:
+        raise MessageTooLarge(
+            f"Row {position} of the task: the message is {size} bytes; queue "
+            f"{opts.queue!r} accepts at most {max_size}.",
+            size=size,
+            max_message_size=max_size,
+        )
+    common = {"size": size, "channel": opts.channel, "max_retries": None, "retry_delay": None}
+    if opts.exchange:
+        from ..routing import routing_key, topic_subject
+
+        key = routing_key(cells.get("routing_key"))
+        params = {
+            **checked,
+            **common,
+            "exchange": opts.exchange,
+            "body": body,
+            "routing_key": key,
+            "topic_subject": topic_subject(key),
+        }
+        return _Op("publish", params, (), position)
+    if checked["dedup_id"] is not None:
+        from ..delivery import DEDUP_WINDOW_SECONDS
+
+        params = {
+            **checked,
+            **common,
+            "queue": opts.queue,
+            "body": body,
+            "window": DEDUP_WINDOW_SECONDS,
+        }
+        return _Op("dedup", params, (), position)
+    same = tuple(sorted((k, json.dumps(val)) for k, val in checked.items()))
+    return _Op("send", {**checked, **common, "queue": opts.queue, "bodies": [body]}, same, position)
+
+
+def _merge_sends(ops: Sequence[_Op]) -> list[_Op]:
+    """Consecutive sends with the same options become one send of many bodies (order kept)."""
+    merged: list[_Op] = []
+    for op in ops:
+        last = merged[-1] if merged else None
+        if last and op.kind == last.kind == "send" and op.options_key == last.options_key:
+            last.params["bodies"].append(op.params["bodies"][0])
+            last.params["size"] = max(last.params["size"], op.params["size"])
+        else:
+            merged.append(op)
+    return merged
+
+
+def _statement(kind: str) -> str:
+    if kind == "send":
+        from ..sql.messages import SEND
+
+        return SEND
+    if kind == "dedup":
+        from ..sql.delivery import SEND_DEDUPLICATED
+
+        return SEND_DEDUPLICATED
+    from ..sql.exchanges import PUBLISH
+
+    return PUBLISH
+
+
+def _check(op: _Op, row: Sequence[Any] | None, opts: WriteOptions) -> int:
+    """How many messages a statement inserted; raises when it found no queue/exchange."""
+    if row is None or row[0] is None:
+        if opts.exchange:
+            raise ExchangeNotFound(f"Exchange {opts.exchange!r} does not exist.")
+        raise QueueNotFound(f"Queue {opts.queue!r} does not exist.")
+    if op.kind == "publish" and row[2] is not None:
+        raise MessageTooLarge(
+            f"Row {op.position} of the task: the message is larger than queue {row[2]!r} "
+            f"bound to exchange {opts.exchange!r} accepts."
+        )
+    if op.kind == "dedup":
+        return 1 if row[2] else 0
+    return len(row[1] or [])
+
+
+def _run(cursor: psycopg.Cursor[Any], ops: list[_Op], opts: WriteOptions) -> int:
+    """Run the ops in order, each maximal run of one statement as a pipelined executemany."""
+    inserted = 0
+    start = 0
+    while start < len(ops):
+        end = start
+        while end < len(ops) and ops[end].kind == ops[start].kind:
+            end += 1
+        run = ops[start:end]
+        cursor.executemany(_statement(run[0].kind), [op.params for op in run], returning=True)
+        for op in run:
+            inserted += _check(op, cursor.fetchone(), opts)
+            cursor.nextset()
+        start = end
+    return inserted
+
+
+class QueueWriter(DataSourceWriter):
+    """``df.write.format("pgq").option("queue", Q)`` (or ``exchange``): one transaction per task."""
+
+    def __init__(self, opts: WriteOptions) -> None:
+        self.opts = opts
+
+    def _max_size(self, conn: psycopg.Connection[Any]) -> int | None:
+        if not self.opts.queue:
+            found = conn.execute(
+                statements.EXCHANGE_EXISTS, {"name": self.opts.exchange}
+            ).fetchone()
+            if not (found and found[0]):
+                raise ExchangeNotFound(f"Exchange {self.opts.exchange!r} does not exist.")
+            return None
+        from ..sql.queues import QUEUE_STATE
+
+        state = conn.execute(QUEUE_STATE, [self.opts.queue]).fetchone()
+        if state is None:
+            raise QueueNotFound(f"Queue {self.opts.queue!r} does not exist.")
+        return int(state[2])
+
+    def write(self, iterator: Iterator[Any]) -> WriteReport:
+        rows = inserted = 0
+        with queries.connect(self.opts.dsn) as conn, conn.transaction():
+            max_size = self._max_size(conn)
+            cursor = conn.cursor()
+            batch: list[_Op] = []
+            for row in iterator:
+                batch.append(_row_op(row, self.opts, rows, max_size))
+                rows += 1
+                if len(batch) >= self.opts.batch_rows:
+                    inserted += _run(cursor, _merge_sends(batch), self.opts)
+                    batch = []
+            if batch:
+                inserted += _run(cursor, _merge_sends(batch), self.opts)
+        return WriteReport(rows=rows, ids=inserted)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Each task committed its own transaction; nothing is left to do."""
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Failed tasks rolled back; tasks that succeeded keep their rows (see the module)."""
+
+
+class QueueStreamWriter(DataSourceStreamWriter):
+    """The streaming sink: each micro-batch task writes as :class:`QueueWriter` does."""
+
+    def __init__(self, opts: WriteOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[Any]) -> WriteReport:
+        return QueueWriter(self.opts).write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Each task committed its own transaction."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Failed tasks rolled back."""

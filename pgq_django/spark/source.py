@@ -1,0 +1,424 @@
+"""The ``pgq`` Python data source: batch and streaming reads of queues and the archive.
+
+Planning runs in a Python worker beside the driver, reading on the executors; neither has
+Django, so both connect with psycopg to the conninfo in the options (see
+:func:`pgq_django.spark.register` for the default). Rows travel to Spark as Arrow record
+batches built straight from a server-side cursor, ``fetchSize`` rows at a time.
+
+- Batch read: the input partitions are msg_id ranges cut along the table's own partitions
+  (every range partition and the default one), so each task reads whole index ranges of a
+  few partitions and every row is read exactly once (:func:`plan_slices`).
+- Streaming read of the archive (``table=archive``): offsets are msg_ids. A micro-batch ends
+  below every id that could still reach the archive, so a batch once planned never gains a
+  row and replays identically from a checkpoint (:class:`ArchiveStreamReader`).
+- Streaming consumption of a queue (``table=messages``): each micro-batch leases messages and
+  acknowledges them when Spark has committed the batch (:class:`QueueStreamReader`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+import psycopg
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.types import StructType
+
+from ..sql import spark as statements
+from . import queries
+from .options import ArchiveStreamOptions, ConsumeOptions, ReadOptions, WriteOptions
+
+READ_SCHEMA = (
+    "msg_id BIGINT, queue STRING, message STRING, headers STRING, attributes STRING, "
+    "label STRING, priority INT, read_ct INT, enqueued_at TIMESTAMP, vt TIMESTAMP, "
+    "expires_at TIMESTAMP, group_id STRING, archived_at TIMESTAMP, outcome STRING, error STRING"
+)
+
+# One slice of a read: (table or partition name, lowest msg_id, highest msg_id), inclusive.
+Slice = tuple[str, int, int]
+
+
+def _arrow_schema() -> Any:
+    import pyarrow as pa
+
+    ts = pa.timestamp("us", tz="UTC")
+    types = {
+        "msg_id": pa.int64(),
+        "priority": pa.int32(),
+        "read_ct": pa.int32(),
+        "enqueued_at": ts,
+        "vt": ts,
+        "expires_at": ts,
+        "archived_at": ts,
+    }
+    return pa.schema([(name, types.get(name, pa.string())) for name in queries.COLUMNS])
+
+
+def to_record_batch(rows: Sequence[tuple[Any, ...]]) -> Any:
+    """Rows in :data:`queries.COLUMNS` order (timestamps as epoch microseconds) as Arrow."""
+    import pyarrow as pa
+
+    schema = _arrow_schema()
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
+    arrays = [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def plan_slices(spans: Sequence[Slice], parts: int) -> list[list[Slice]]:
+    """Cut id spans into about ``parts`` groups of equal id width, in span order.
+
+    Each span is one table (partition) with the lowest and highest id it holds. A group may
+    hold pieces of several small spans and a large span may be cut into several groups; the
+    pieces of one span never overlap and together cover it, so every row is read once.
+    """
+    total = sum(hi - lo + 1 for _, lo, hi in spans)
+    if total == 0:
+        return []
+    width = max(1, math.ceil(total / max(1, parts)))
+    groups: list[list[Slice]] = []
+    current: list[Slice] = []
+    room = width
+    for table, lo, hi in spans:
+        start = lo
+        while start <= hi:
+            end = min(hi, start + room - 1)
+            current.append((table, start, end))
+            room -= end - start + 1
+            start = end + 1
+            if room == 0:
+                groups.append(current)
+                current, room = [], width
+    if current:
+        groups.append(current)
+    return groups
+
+
+class SlicesPartition(InputPartition):
+    """An input partition: the slices one task reads, one after the other."""
+
+    def __init__(self, slices: list[Slice]) -> None:
+        super().__init__(slices)
+        self.slices = slices
+
+
+def _read_slices(opts: ReadOptions, slices: Sequence[Slice]) -> Iterator[Any]:
+    with queries.connect(opts.dsn) as conn:
+        for table, lo, hi in slices:
+            statement = queries.read_range(table, archived=opts.archived)
+            try:
+                for rows in queries.stream_range(
+                    conn,
+                    statement,
+                    opts.params(lo, hi),
+                    batch_rows=opts.fetch_rows,
+                    cursor_name=f"pgq_spark_{lo}",
+                ):
+                    yield to_record_batch(rows)
+            except psycopg.errors.UndefinedTable:
+                # Dropped since planning; partitions are only dropped once they hold no row.
+                continue
+
+
+class BatchReader(DataSourceReader):
+    """``spark.read.format("pgq")``: msg_id ranges aligned with the table partitions."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> Sequence[InputPartition]:
+        with queries.connect(self.opts.dsn) as conn:
+            spans = queries.list_partition_spans(conn, self.opts.relation)
+        held = [
+            (s.name, s.lo, s.hi)
+            for s in sorted(spans, key=lambda s: (s.lo or 0, s.name))
+            if s.lo is not None and s.hi is not None
+        ]
+        groups = plan_slices(held, self.opts.partitions)
+        return [SlicesPartition(g) for g in groups] or [SlicesPartition([])]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, SlicesPartition)
+        yield from _read_slices(self.opts, partition.slices)
+
+
+class ArchiveStreamReader(DataSourceStreamReader):
+    """The archive as a stream of msg_id ranges, replayable from a checkpoint.
+
+    A batch ``(start, end]`` may only end where no id at or below ``end`` can still reach
+    the archive. Rows enter the archive from the live table in the transaction that deletes
+    them there, so ``end`` stays below the oldest live message; and it stays at or below the
+    sequence position of a moment after which every transaction running then has ended, so
+    a send still in flight cannot add a smaller live id later. Every id at or below ``end``
+    is then archived already or never will be: re-reading ``(start, end]`` after a failure
+    gives the same rows, which with Spark's checkpoints makes the stream exactly-once.
+    The price: the stream trails the oldest message still in any queue.
+    """
+
+    def __init__(self, opts: ArchiveStreamOptions) -> None:
+        self.opts = opts
+        self._settled = 0  # highest position known to be settled (driver-side only)
+
+    def initialOffset(self) -> dict[str, int]:
+        start = self.opts.starting
+        if start == "earliest":
+            return {"msg_id": 0}
+        if start == "latest":
+            return {"msg_id": self._frontier()}
+        return {"msg_id": int(start)}
+
+    def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict:
+        frontier = self._frontier()
+        begin = int((start or {}).get("msg_id", 0))
+        return {"msg_id": max(frontier, begin)}
+
+    def _frontier(self) -> int:
+        """The highest msg_id a batch may end at now (see the class docstring)."""
+        with queries.connect(self.opts.read.dsn) as conn:
+            position, xmax = conn.execute(statements.ID_HORIZON).fetchone() or (0, 0)
+            deadline = time.monotonic() + self.opts.settle_seconds
+            while True:
+                (oldest,) = conn.execute(statements.OLDEST_RUNNING).fetchone() or (0,)
+                if oldest >= xmax:
+                    self._settled = max(self._settled, int(position or 0))
+                    break
+                if time.monotonic() > deadline:
+                    break  # a long transaction: keep the last settled position
+                time.sleep(0.02)
+            archived, live = conn.execute(statements.ARCHIVE_FRONTIER).fetchone() or (None, None)
+        bounds = [self._settled, archived or 0]
+        if live is not None:
+            bounds.append(live - 1)
+        return max(0, min(bounds))
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        lo, hi = int(start["msg_id"]) + 1, int(end["msg_id"])
+        if hi < lo:
+            return []
+        groups = plan_slices([(queries.ARCHIVE_TABLE, lo, hi)], self.opts.read.partitions)
+        return [SlicesPartition(g) for g in groups]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, SlicesPartition)
+        yield from _read_slices(self.opts.read, partition.slices)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the archive is only read."""
+
+
+class ReceiptsPartition(InputPartition):
+    """Leased messages of one micro-batch, as receipts (msg_id, read_ct)."""
+
+    def __init__(self, receipts: list[tuple[int, int]]) -> None:
+        super().__init__(receipts)
+        self.receipts = receipts
+
+
+def _encode(receipts: Sequence[tuple[int, int]]) -> str:
+    return ",".join(f"{i}:{c}" for i, c in receipts)
+
+
+def _decode(text: str) -> list[tuple[int, int]]:
+    out = []
+    for item in filter(None, (text or "").split(",")):
+        msg_id, ct = item.split(":")
+        out.append((int(msg_id), int(ct)))
+    return out
+
+
+# Driver-side connections of queue streams, by conninfo (stream readers are pickled, so
+# they cannot hold one; the driver-side worker process keeps this module loaded).
+_LEASE_CONNECTIONS: dict[str, psycopg.Connection[Any]] = {}
+
+
+class QueueStreamReader(DataSourceStreamReader):
+    """Consume a live queue: lease per micro-batch, acknowledge when Spark commits it.
+
+    ``latestOffset`` leases up to ``maxBatchSize`` messages and returns their receipts as the
+    batch's end offset, so the offset log records exactly which deliveries a batch holds and
+    a batch re-run after a restart reads the same messages (those whose lease nobody has
+    taken over since). They are acknowledged (deleted, or archived as ``acked`` with
+    archive_on_ack) by ``commit``, and also at the next ``latestOffset``: Spark asks for the
+    next offset only after the batch ending at ``start`` is in its commit log, and without
+    new data it never calls ``commit`` for that batch. A query that crashes before its batch
+    is committed acknowledges nothing: the leases run out after the visibility timeout and
+    the messages are delivered again (at least once).
+    """
+
+    def __init__(self, opts: ConsumeOptions) -> None:
+        self.opts = opts
+        self._acked: set[int] = set()
+        self._last: dict[str, Any] = {"batch": 0, "receipts": ""}
+
+    def _conn(self) -> psycopg.Connection[Any]:
+        conn = _LEASE_CONNECTIONS.get(self.opts.dsn)
+        if conn is None or conn.closed or conn.broken:
+            conn = _LEASE_CONNECTIONS[self.opts.dsn] = queries.connect(self.opts.dsn)
+        return conn
+
+    def _state(self) -> Any:
+        """The queue's row of QUEUE_STATE, by column name (the statement may grow columns)."""
+        from psycopg.rows import namedtuple_row
+
+        from ..exceptions import QueueNotFound
+        from ..sql.queues import QUEUE_STATE
+
+        with self._conn().cursor(row_factory=namedtuple_row) as cursor:
+            state = cursor.execute(QUEUE_STATE, [self.opts.queue]).fetchone()
+        if state is None:
+            raise QueueNotFound(f"Queue {self.opts.queue!r} does not exist.")
+        return state
+
+    def initialOffset(self) -> dict[str, Any]:
+        self._state()
+        return {"batch": 0, "receipts": ""}
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict[str, Any]:
+        from ..conf import DEFAULTS
+        from ..sql.fragments import MESSAGE_COLUMNS
+        from ..sql.messages import READ
+
+        read_max_bytes = DEFAULTS["READ_MAX_BYTES"]
+
+        start = start if start is not None else self._last
+        self._ack(start)
+        qty = self.opts.batch_size
+        max_rows = getattr(limit, "max_rows", None)
+        if max_rows:
+            qty = max(1, min(qty, int(max_rows)))
+        state = self._state()
+        paused, fifo = state.paused, state.fifo
+        if paused:
+            return start
+        rows = (
+            self._conn()
+            .execute(
+                READ[fifo].format(filters=""),
+                {
+                    "queue": self.opts.queue,
+                    "qty": qty,
+                    "vt": self.opts.visibility_timeout,
+                    # The byte budget of a read; executors have no Django settings, so the
+                    # documented default applies (a batch is bounded by batchSize as well).
+                    "max_bytes": read_max_bytes,
+                },
+            )
+            .fetchall()
+        )
+        if not rows:
+            return start
+        ct = MESSAGE_COLUMNS.index("read_ct")
+        receipts = sorted((int(r[0]), int(r[ct])) for r in rows)
+        self._last = {"batch": int(start.get("batch", 0)) + 1, "receipts": _encode(receipts)}
+        return self._last
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        if end.get("batch") == start.get("batch"):
+            return []
+        receipts = _decode(end.get("receipts", ""))
+        n = max(1, min(self.opts.partitions, len(receipts)))
+        size = math.ceil(len(receipts) / n)
+        return [ReceiptsPartition(receipts[i : i + size]) for i in range(0, len(receipts), size)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, ReceiptsPartition)
+        if not partition.receipts:
+            return
+        ids = [r[0] for r in partition.receipts]
+        cts = [r[1] for r in partition.receipts]
+        with queries.connect(self.opts.dsn) as conn:
+            rows = conn.execute(statements.LEASED_ROWS, {"ids": ids, "cts": cts}).fetchall()
+        if rows:
+            yield to_record_batch(sorted(rows, key=lambda r: r[0]))
+
+    def commit(self, end: dict) -> None:
+        self._ack(end)
+
+    def _ack(self, offset: dict) -> None:
+        """Delete (or archive as acked) a committed batch's messages, once per batch."""
+        from ..sql.messages import DELETE
+
+        batch = int(offset.get("batch", 0))
+        receipts = _decode(offset.get("receipts", ""))
+        if batch in self._acked or not receipts:
+            return
+        archives = self._state().archive_on_ack
+        params = {
+            "queue": self.opts.queue,
+            "result": None,
+            "ids": [r[0] for r in receipts],
+            "cts": [r[1] for r in receipts],
+        }
+        self._conn().execute(DELETE[archives], params)
+        self._acked.add(batch)
+
+    def stop(self) -> None:
+        conn = _LEASE_CONNECTIONS.pop(self.opts.dsn, None)
+        if conn is not None:
+            conn.close()
+
+
+class PgqDataSource(DataSource):
+    """``format("pgq")``. :func:`pgq_django.spark.register` registers a subclass that
+    carries the defaults of the Django project it was registered from."""
+
+    default_dsn: ClassVar[str | None] = None
+    default_partitions: ClassVar[int] = 2
+    notify_channel: ClassVar[str] = "pgq"
+
+    @classmethod
+    def name(cls) -> str:
+        return "pgq"
+
+    def schema(self) -> str:
+        return READ_SCHEMA
+
+    def _read_options(self) -> ReadOptions:
+        return ReadOptions.parse(
+            self.options,
+            default_dsn=self.default_dsn,
+            default_partitions=self.default_partitions,
+        )
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchReader(self._read_options())
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        table = {k.lower(): val for k, val in self.options.items()}.get("table", "archive")
+        if table == "messages":
+            return QueueStreamReader(
+                ConsumeOptions.parse(self.options, default_dsn=self.default_dsn)
+            )
+        return ArchiveStreamReader(
+            ArchiveStreamOptions.parse(
+                self.options,
+                default_dsn=self.default_dsn,
+                default_partitions=self.default_partitions,
+            )
+        )
+
+    def _write_options(self, schema: StructType) -> WriteOptions:
+        return WriteOptions.parse(
+            self.options,
+            [f.name for f in schema.fields],
+            default_dsn=self.default_dsn,
+            channel=self.notify_channel,
+        )
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from .sink import QueueWriter
+
+        return QueueWriter(self._write_options(schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from .sink import QueueStreamWriter
+
+        return QueueStreamWriter(self._write_options(schema))

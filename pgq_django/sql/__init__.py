@@ -1,0 +1,73 @@
+"""Every SQL statement pgq_django runs, named, one module per concern.
+
+- :mod:`.messages`: send, read, pop, read_by_id, delete (ack), archive, set_vt, nack, purge,
+  and the lease of an ORM-selected queryset.
+- :mod:`.delivery`: deduplicated send, cancel, result, release of leases, redrive,
+  dead-lettering of crashed deliveries, expiry, pruning.
+- :mod:`.exchanges`: publish (plain and deduplicated).
+- :mod:`.queues`: a queue's state, the dead-letter graph lock.
+- :mod:`.counters`: folding counters, metrics.
+- :mod:`.partitions`: partition catalog queries and DDL templates.
+- :mod:`.leader`: the worker leader's advisory lock.
+- :mod:`.spark`: what the Spark pipeline adds (partition spans, id-range reads, the archive
+  stream's watermark); its executors run without Django, on connections of their own.
+- :mod:`.fragments`: the pieces several statements share (the message INSERT, the archive
+  move, the counter insert, the dead-letter move, the dedup claim), composed, never copied.
+
+A statement is a module-level constant in UPPER_CASE whose value is SQL text, a
+:class:`psycopg.sql.Composable` (templates filled with identifiers), or a dict of texts
+keyed by queue shape (``READ[fifo]``); a ``# -- name --`` comment above it says what it
+does. Each is run by exactly one manager method through the one runner,
+:mod:`pgq_django.db` (``tests/test_sql.py`` checks it); the Spark executors, which have no
+Django, run :mod:`.spark`'s statements and reuse the managers' ones on psycopg connections
+of their own. Values always travel as parameters.
+
+Nothing here imports Django, so the same texts can run where Django is not set up.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from typing import Any
+
+from psycopg.sql import Composable
+
+# The modules holding named statements, by concern (fragments hold none).
+MODULES = (
+    "messages",
+    "delivery",
+    "exchanges",
+    "queues",
+    "counters",
+    "partitions",
+    "leader",
+    "spark",
+)
+
+Statement = str | Composable | dict[bool, str]
+
+
+def _is_statement(name: str, value: Any) -> bool:
+    if not name.isupper() or name.startswith("_"):
+        return False
+    if isinstance(value, str | Composable):
+        return True
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(isinstance(k, bool) and isinstance(v, str) for k, v in value.items())
+    )
+
+
+def statements() -> Iterator[tuple[str, str, Statement]]:
+    """Every named statement as (module, NAME, statement), module by module.
+
+    Fragments a module imports are not its statements, even when they are SQL text.
+    """
+    fragments = vars(importlib.import_module(f"{__name__}.fragments"))
+    for module_name in MODULES:
+        module = importlib.import_module(f"{__name__}.{module_name}")
+        for name, value in vars(module).items():
+            if _is_statement(name, value) and fragments.get(name) is not value:
+                yield module_name, name, value

@@ -1,0 +1,143 @@
+"""The pieces several statements share, composed into them rather than copied.
+
+A fragment is a piece of SQL text, or a small function that returns one for the names a
+statement gives its CTEs. Nothing here runs on its own; the named statements in the sibling
+modules are built from these at import time, so the text PostgreSQL prepares is fixed.
+"""
+
+from __future__ import annotations
+
+# The one global msg_id sequence, and the expression that draws an id from it early (for
+# statements that must know a message's id before they insert it).
+MSG_ID_SEQUENCE = "pgq_message_msg_id_seq"
+NEXT_MSG_ID = f"nextval('{MSG_ID_SEQUENCE}')"
+
+# Columns shared by the live and the archive tables, in table order.
+MESSAGE_COLUMNS = (
+    "msg_id",
+    "queue_id",
+    "message",
+    "headers",
+    "attributes",
+    "label",
+    "priority",
+    "read_ct",
+    "enqueued_at",
+    "vt",
+    "expires_at",
+    "group_id",
+    "dedup_id",
+    "max_retries",
+    "retry_delay",
+    "cancel_requested",
+)
+COLS = ", ".join(MESSAGE_COLUMNS)
+M_COLS = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
+
+# Whether queue ``q`` has room for {n} more messages under its max_length (NULL: unbounded).
+# The count stops at max_length rows of the ready index, so it costs nothing for unbounded
+# queues (OR evaluates left to right and stops) and at most max_length entries otherwise.
+# It sees committed messages only: concurrent senders can overshoot by their own batches.
+HAS_ROOM = """({q}.max_length IS NULL OR {q}.max_length >= {n} + (
+    SELECT count(*) FROM (SELECT 1 FROM pgq_message r WHERE r.queue_id = {q}.id
+                          LIMIT {q}.max_length) r))"""
+
+
+def insert_messages(queue: str, body: str, *, msg_id: str | None = None) -> str:
+    """``INSERT INTO pgq_message … SELECT`` of a new message into each row of ``queue``.
+
+    ``queue`` names a row source with the queue's ``id``, ``delivery_delay`` and
+    ``retention``; ``body`` is the jsonb body expression; the send options are the named
+    parameters every send takes (headers, attributes, label, priority, delay, expires_in,
+    group, dedup_id, max_retries, retry_delay). ``msg_id`` is an id drawn beforehand (see
+    :data:`NEXT_MSG_ID`); without it the column default draws one. The caller adds the
+    ``FROM``, ordering and ``RETURNING``.
+    """
+    columns = MESSAGE_COLUMNS if msg_id else MESSAGE_COLUMNS[1:]
+    first = f"{msg_id}, " if msg_id else ""
+    return f"""INSERT INTO pgq_message ({", ".join(columns)})
+    SELECT {first}{queue}.id, {body}, %(headers)s::jsonb, %(attributes)s::jsonb, %(label)s,
+           %(priority)s, 0, clock_timestamp(),
+           clock_timestamp() + make_interval(secs => coalesce(%(delay)s, {queue}.delivery_delay)),
+           clock_timestamp() + make_interval(secs => least({queue}.retention,
+                                                           coalesce(%(expires_in)s, {queue}.retention))),
+           %(group)s, %(dedup_id)s, %(max_retries)s, %(retry_delay)s, false"""  # noqa: E501
+
+
+def archive_rows(
+    rows: str, outcome: str, *, result: str | None = None, error: str | None = None
+) -> str:
+    """``INSERT INTO pgq_archived_message`` of the message rows in CTE ``rows``.
+
+    ``rows`` is what a ``DELETE … RETURNING`` of :data:`M_COLS` produced (the archive move:
+    a message leaves the live table and its archived copy appears in one statement).
+    ``outcome``, ``result`` and ``error`` are SQL expressions; the archive time is now.
+    """
+    columns, values = "", ""
+    if result is not None:
+        columns, values = columns + ", result", values + f", {result}"
+    if error is not None:
+        columns, values = columns + ", error", values + f", {error}"
+    return f"""INSERT INTO pgq_archived_message ({COLS}, archived_at, outcome{columns})
+    SELECT {COLS}, clock_timestamp(), {outcome}{values} FROM {rows}"""
+
+
+# The counters behind metrics and charts: one row per event batch, folded per minute later.
+COUNTER_INSERT = "INSERT INTO pgq_queue_counter (queue_id, kind, n, at)"
+
+
+def counted(*selects: str) -> str:
+    """:data:`COUNTER_INSERT` of the counter rows the ``selects`` produce (UNION ALL)."""
+    return COUNTER_INSERT + "\n    " + "\n    UNION ALL\n    ".join(selects)
+
+
+def count_rows(kind: str, rows: str, *, queue: str = "q") -> str:
+    """One counter row of ``kind`` for ``queue`` counting the rows of CTE ``rows``, if any."""
+    return counted(
+        f"""SELECT {queue}.id, {kind}, n.n, clock_timestamp() FROM {queue}, (SELECT count(*) AS n FROM {rows}) n
+    WHERE n.n > 0"""  # noqa: E501
+    )
+
+
+def count_per_queue(kind: str, rows: str, *, queue_id: str = "queue_id") -> str:
+    """A counter row of ``kind`` per queue among the rows of CTE ``rows`` (a SELECT)."""
+    return f"SELECT {queue_id}, {kind}, count(*), clock_timestamp() FROM {rows} GROUP BY {queue_id}"
+
+
+def count_one(kind: str, when: str, *, queue: str = "q") -> str:
+    """A counter row of ``kind`` and n = 1 for ``queue`` when ``when`` holds (a SELECT)."""
+    return f"SELECT {queue}.id, {kind}, 1, clock_timestamp() FROM {queue} WHERE {when}"
+
+
+def dead_letter_set(*, dlq_id: str, origin_id: str, origin_name: str, retention: str) -> str:
+    """The SET list of the dead-letter move of message ``m`` (an UPDATE, same msg_id).
+
+    The message changes queue, remembers server-side where it failed (for redrive), starts
+    over (visible now, read_ct 0, expiry from the dead-letter queue's retention) and carries
+    its history in ``headers["pgq_dead_letter"]``; ``%(error)s`` is the last error.
+    """
+    return f"""queue_id = {dlq_id}, dead_letter_origin_id = {origin_id}, vt = clock_timestamp(),
+        read_ct = 0,
+        expires_at = clock_timestamp() + make_interval(secs => {retention}),
+        headers = m.headers || jsonb_build_object('pgq_dead_letter', jsonb_build_object(
+            'attempts', m.read_ct, 'last_error', %(error)s::text,
+            'original_queue', {origin_name}, 'dead_lettered_at', clock_timestamp()))"""
+
+
+def claim_dedup(*, queue_id: str, rows: str, returning: str) -> str:
+    """The upsert of a dedup claim on (queue, ``%(dedup_id)s``) for ``new.msg_id``.
+
+    It replaces only an expired claim, so two concurrent sends serialise on the unique key:
+    the second waits for the first to commit and then sees its claim. The winner is whoever's
+    freshly drawn msg_id is in the returned claim row. The window is ``%(window)s`` seconds.
+    """
+    return f"""INSERT INTO pgq_dedup (queue_id, dedup_id, msg_id, expires_at)
+    SELECT {queue_id}, %(dedup_id)s, new.msg_id,
+           clock_timestamp() + make_interval(secs => %(window)s)
+    FROM {rows}
+    ON CONFLICT (queue_id, dedup_id) DO UPDATE
+        SET msg_id = CASE WHEN pgq_dedup.expires_at <= clock_timestamp()
+                          THEN EXCLUDED.msg_id ELSE pgq_dedup.msg_id END,
+            expires_at = CASE WHEN pgq_dedup.expires_at <= clock_timestamp()
+                              THEN EXCLUDED.expires_at ELSE pgq_dedup.expires_at END
+    RETURNING {returning}"""

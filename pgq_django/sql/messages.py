@@ -1,0 +1,278 @@
+"""The live queue: send, lease, acknowledge, archive, extend, fail and purge messages.
+
+Every statement looks the queue up by name in a ``q`` CTE and reports the id it found as
+``found_queue_id`` (NULL: no such queue, or not the shape the statement is for), so "unknown
+queue" costs no extra round trip on the success path. Run by
+:class:`pgq_django.managers.MessageManager`.
+"""
+
+from __future__ import annotations
+
+from .fragments import (
+    COLS,
+    HAS_ROOM,
+    M_COLS,
+    archive_rows,
+    count_one,
+    count_rows,
+    counted,
+    dead_letter_set,
+    insert_messages,
+)
+
+# -- send -- Insert messages into a queue, in input order, and wake listeners. Inserts
+# nothing, and answers queue_full = true, when max_length leaves no room for them all.
+SEND = f"""
+WITH q AS (
+    SELECT id, name, delivery_delay, retention, max_length FROM pgq_queue
+    WHERE name = %(queue)s AND max_message_size >= %(size)s
+), room AS (
+    SELECT q.* FROM q WHERE {HAS_ROOM.format(q="q", n="cardinality(%(bodies)s::jsonb[])")}
+), ins AS (
+    {insert_messages("q", "b.body")}
+    FROM room q, unnest(%(bodies)s::jsonb[]) WITH ORDINALITY AS b(body, ord)
+    ORDER BY b.ord
+    RETURNING msg_id
+), counted AS (
+    {counted("SELECT q.id, 'sent', (SELECT count(*) FROM ins), clock_timestamp() FROM room q")}
+)
+SELECT (SELECT id FROM q) AS found_queue_id,
+       ARRAY(SELECT msg_id FROM ins ORDER BY msg_id) AS msg_ids,
+       (SELECT pg_notify(%(channel)s, q.name) FROM room q
+        WHERE coalesce(%(delay)s, q.delivery_delay) <= 0) AS notified,
+       EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room) AS queue_full
+"""
+
+# The candidate rows of a read: visible, unexpired, best first. Two shapes: a FIFO queue also
+# requires each row to be the head of its message group. Each statement's ``q`` CTE only
+# matches a queue of its own shape, so a wrong guess finds no queue instead of delivering out
+# of order (see MessageManager._leasing, which picks the shape and corrects a wrong guess).
+# The group check costs a sixth of a plain read even when it never runs, hence two shapes.
+# ``{filters}`` stays a placeholder: the header/attribute/label filters of a read.
+_CANDIDATES = """
+    SELECT m.msg_id FROM pgq_message m
+    WHERE m.queue_id = (SELECT id FROM q)
+      AND m.vt <= clock_timestamp()
+      AND (m.expires_at IS NULL OR m.expires_at > clock_timestamp())
+      {group_head}
+      {{filters}}
+    ORDER BY m.priority, m.msg_id
+    LIMIT (SELECT least(%(qty)s::int, greatest(1, %(max_bytes)s::bigint / q.max_message_size))
+           FROM q)
+    FOR UPDATE OF m SKIP LOCKED
+"""
+_GROUP_HEAD = """AND (m.group_id IS NULL OR NOT EXISTS (
+            SELECT 1 FROM pgq_message e
+            WHERE e.queue_id = m.queue_id AND e.group_id = m.group_id AND e.msg_id < m.msg_id))"""
+
+# The filters a read may put in its candidates' ``{filters}``: headers and attributes by
+# jsonb containment, the label by equality, each value a parameter of its own.
+READ_FILTERS = {
+    "headers": "AND m.headers @> %(f_headers)s::jsonb",
+    "attributes": "AND m.attributes @> %(f_attributes)s::jsonb",
+    "label": "AND m.label = %(f_label)s",
+}
+
+
+def _shapes(template: str) -> dict[bool, str]:
+    """The template for plain (False) and FIFO (True) queues."""
+    return {
+        fifo: template.format(
+            fifo="fifo" if fifo else "NOT fifo",
+            candidates=_CANDIDATES.format(group_head=_GROUP_HEAD if fifo else ""),
+        )
+        for fifo in (False, True)
+    }
+
+
+# -- read -- Lease up to qty visible messages: vt = now + vt, read_ct + 1. Fewer when the
+# queue's largest possible bodies would pass the byte budget (max_bytes / max_message_size).
+# One text per queue shape (False: plain, True: FIFO), each with a {filters} placeholder.
+READ = _shapes(f"""
+WITH q AS (
+    SELECT id, visibility_timeout, max_message_size FROM pgq_queue
+    WHERE name = %(queue)s AND NOT paused AND {{fifo}}
+), c AS ({{candidates}})
+UPDATE pgq_message m
+SET vt = clock_timestamp() + make_interval(secs => coalesce(%(vt)s, q.visibility_timeout)),
+    read_ct = m.read_ct + 1
+FROM c, q
+WHERE m.msg_id = c.msg_id
+RETURNING {M_COLS}
+""")
+
+# -- pop -- Take up to qty visible messages out of the queue at once (archive if asked to).
+# One text per queue shape, like read.
+POP = _shapes(f"""
+WITH q AS (
+    SELECT id, archive_on_ack, max_message_size FROM pgq_queue
+    WHERE name = %(queue)s AND NOT paused AND {{fifo}}
+), c AS ({{candidates}}), d AS (
+    DELETE FROM pgq_message m USING c WHERE m.msg_id = c.msg_id RETURNING {M_COLS}
+), a AS (
+    {archive_rows("d", "'acked'")} WHERE (SELECT archive_on_ack FROM q)
+), counted AS (
+    {count_rows("'acked'", "d")}
+)
+SELECT {COLS} FROM d
+""")
+
+# -- read_by_id -- One message by id, without leasing it (message columns NULL: not there).
+READ_BY_ID = f"""
+WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s)
+SELECT q.id AS found_queue_id, {M_COLS} FROM q
+LEFT JOIN pgq_message m ON m.queue_id = q.id AND m.msg_id = %(msg_id)s
+"""
+
+# Which rows a delete or archive acts on: the listed ids, each fenced by its read_ct when the
+# caller gave a receipt (a NULL in cts means "any delivery"). ``= ANY`` with a positional
+# look-up plans as plain index probes, where joining ``unnest(ids, cts)`` cost a third more.
+_FENCED_IDS = """
+    m.msg_id = ANY(%(ids)s::bigint[])
+    AND coalesce((%(cts)s::int[])[array_position(%(ids)s::bigint[], m.msg_id)], m.read_ct)
+        = m.read_ct
+    AND m.queue_id = (SELECT id FROM q)
+"""
+# What a delete or archive answers: the queue it found and the ids it acted on.
+_ACTED_ON = """
+SELECT (SELECT id FROM q) AS found_queue_id, ARRAY(SELECT msg_id FROM d ORDER BY msg_id) AS msg_ids
+"""
+
+# -- delete -- Acknowledge messages: remove them (or archive them as acked with archive_on_ack).
+# The receipt fence sits in the DELETE itself, which locks and re-checks each row. Two shapes,
+# like the reads: a queue that archives on ack needs whole rows back for the archive; one that
+# does not (the common case) returns only ids. Each shape's ``q`` matches only its own kind.
+DELETE = {
+    False: f"""
+WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s AND NOT archive_on_ack),
+d AS (
+    DELETE FROM pgq_message m WHERE {_FENCED_IDS}
+    RETURNING m.msg_id
+), counted AS (
+    {count_rows("'acked'", "d")}
+){_ACTED_ON}""",
+    True: f"""
+WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s AND archive_on_ack),
+d AS (
+    DELETE FROM pgq_message m WHERE {_FENCED_IDS}
+    RETURNING {M_COLS}
+), a AS (
+    {archive_rows("d", "'acked'", result="%(result)s::jsonb")}
+), counted AS (
+    {count_rows("'acked'", "d")}
+){_ACTED_ON}""",
+}
+
+# -- archive -- Move messages to the archive with an outcome (PGMQ archive).
+ARCHIVE = f"""
+WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s),
+d AS (
+    DELETE FROM pgq_message m WHERE {_FENCED_IDS}
+    RETURNING {M_COLS}
+), a AS (
+    {archive_rows("d", "%(outcome)s", result="%(result)s::jsonb", error="%(error)s")}
+), counted AS (
+    {count_rows("%(outcome)s", "d")}
+){_ACTED_ON}"""
+
+# -- set_vt -- Move one message's visibility to now + vt (extend or end a lease).
+SET_VT = f"""
+WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s),
+u AS (
+    UPDATE pgq_message m SET vt = clock_timestamp() + make_interval(secs => %(vt)s)
+    WHERE m.queue_id = (SELECT id FROM q) AND m.msg_id = %(msg_id)s
+      AND (%(ct)s::int IS NULL OR m.read_ct = %(ct)s::int)
+    RETURNING {M_COLS}
+)
+SELECT (SELECT id FROM q) AS found_queue_id, u.* FROM (SELECT 1) AS one LEFT JOIN u ON true
+"""
+
+# The delay before a failed message is seen again: the explicit delay, or the retry delay
+# grown by the queue's backoff, capped, with "equal jitter" (half fixed, half random).
+_RETRY_DELAY = """
+    coalesce(%(delay)s::float8, (
+        SELECT CASE WHEN q.backoff_jitter THEN d.capped * (0.5 + random() * 0.5)
+                    ELSE d.capped END
+        FROM (SELECT least(q.backoff_cap, CASE q.backoff
+                WHEN 'none' THEN coalesce(t.retry_delay, q.retry_delay)
+                WHEN 'linear' THEN coalesce(t.retry_delay, q.retry_delay) * greatest(t.read_ct, 1)
+                ELSE coalesce(t.retry_delay, q.retry_delay)
+                     * power(2, least(greatest(t.read_ct - 1, 0), 60))
+              END) AS capped) d))
+"""
+
+# The dead-letter move of a nack (``q`` the queue it failed on), and its counters: 'dead' on
+# that queue, 'dead_arrived' on the dead-letter queue when the message moved there.
+_NACK_DEAD_LETTER = dead_letter_set(
+    dlq_id="dlq.id", origin_id="q.id", origin_name="q.name", retention="dlq.retention"
+)
+_NACK_COUNTED = counted(
+    count_one("'dead'", "EXISTS (SELECT 1 FROM moved) OR EXISTS (SELECT 1 FROM gone)"),
+    count_one("'dead_arrived'", "EXISTS (SELECT 1 FROM moved)", queue="dlq"),
+)
+
+# -- nack -- A failed delivery: retry after a delay, or dead-letter once retries are spent.
+# A dead message moves to the dead-letter queue (same msg_id, read_ct reset, history in
+# headers["pgq_dead_letter"], the origin server-side in dead_letter_origin_id for redrive) or,
+# with none configured, to the archive as 'dead'. Answers the outcome: retry,
+# dead_lettered, dead, or NULL (no such message, or a stale receipt).
+NACK = f"""
+WITH q AS (
+    SELECT id, name, max_retries, retry_delay, backoff, backoff_cap, backoff_jitter,
+           dead_letter_queue_id
+    FROM pgq_queue WHERE name = %(queue)s
+), dlq AS (
+    SELECT id, name, retention FROM pgq_queue WHERE id = (SELECT dead_letter_queue_id FROM q)
+), t AS (
+    SELECT m.msg_id, m.read_ct, m.retry_delay,
+           m.read_ct > coalesce(m.max_retries, q.max_retries) AS spent
+    FROM pgq_message m, q
+    WHERE m.queue_id = q.id AND m.msg_id = %(msg_id)s
+      AND (%(ct)s::int IS NULL OR m.read_ct = %(ct)s::int)
+    FOR UPDATE OF m
+), retried AS (
+    UPDATE pgq_message m SET vt = clock_timestamp() + make_interval(secs => {_RETRY_DELAY})
+    FROM t, q WHERE m.msg_id = t.msg_id AND NOT t.spent
+    RETURNING m.msg_id
+), moved AS (
+    UPDATE pgq_message m
+    SET {_NACK_DEAD_LETTER}
+    FROM t, q, dlq WHERE m.msg_id = t.msg_id AND t.spent
+    RETURNING m.msg_id, dlq.name AS dlq_name
+), gone AS (
+    DELETE FROM pgq_message m USING t
+    WHERE m.msg_id = t.msg_id AND t.spent AND NOT EXISTS (SELECT 1 FROM dlq)
+    RETURNING {M_COLS}
+), archived AS (
+    {archive_rows("gone", "'dead'", error="%(error)s")}
+), counted AS (
+    {_NACK_COUNTED}
+)
+SELECT (SELECT id FROM q) AS found_queue_id,
+       CASE WHEN EXISTS (SELECT 1 FROM retried) THEN 'retry'
+            WHEN EXISTS (SELECT 1 FROM moved) THEN 'dead_lettered'
+            WHEN EXISTS (SELECT 1 FROM gone) THEN 'dead' END AS outcome,
+       (SELECT pg_notify(%(channel)s, dlq_name) FROM moved) AS notified
+"""
+
+# -- purge -- Delete every message of a queue, leased or not; answers how many.
+PURGE = f"""
+WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s),
+d AS (DELETE FROM pgq_message m WHERE m.queue_id = (SELECT id FROM q) RETURNING 1),
+counted AS (
+    {count_rows("'purged'", "d")}
+)
+SELECT (SELECT id FROM q) AS found_queue_id, (SELECT count(*) FROM d) AS purged
+"""
+
+# -- lease_selected -- Lease the rows an ORM queryset selected (any lookups, FOR UPDATE SKIP
+# LOCKED) like read does: vt = now + vt, read_ct + 1. ``{candidates}`` is the compiled
+# queryset, so the text varies with it and is never prepared.
+LEASE_SELECTED = f"""
+WITH c AS ({{candidates}})
+UPDATE pgq_message m
+SET vt = clock_timestamp() + make_interval(secs => %s), read_ct = m.read_ct + 1
+FROM c
+WHERE m.msg_id = c.msg_id
+RETURNING {M_COLS}
+"""

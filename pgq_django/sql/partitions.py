@@ -1,0 +1,107 @@
+"""Partition upkeep: the catalog queries, locks and DDL of :mod:`pgq_django.partitions`.
+
+DDL cannot take its identifiers as parameters, so these statements are
+:class:`psycopg.sql.SQL` templates: the caller fills each ``{placeholder}`` with
+:class:`~psycopg.sql.Identifier` (table and partition names) or
+:class:`~psycopg.sql.Literal` (bounds, settings), which quote them; no value is ever pasted
+into the text.
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+from .fragments import MSG_ID_SEQUENCE
+
+# -- list_partitions -- The range partitions of a table with their bounds, lowest first.
+LIST_PARTITIONS = """
+SELECT c.relname, pg_get_expr(c.relpartbound, c.oid)
+FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid
+JOIN pg_class p ON p.oid = i.inhparent
+WHERE p.relname = %s AND p.relnamespace = c.relnamespace
+  AND p.relnamespace = to_regnamespace(current_schema())::oid
+"""
+
+# -- sequence_position -- The highest msg_id handed out so far (0 before the first).
+SEQUENCE_POSITION = sql.SQL(
+    "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {}"
+).format(sql.Identifier(MSG_ID_SEQUENCE))
+
+# The upkeep lock's key: the first 8 bytes of md5("pgq_django.partition_upkeep").
+_UPKEEP_KEY = "('x' || left(md5('pgq_django.partition_upkeep'), 16))::bit(64)::bigint"
+
+# -- try_upkeep_lock -- One upkeep run at a time: take the session lock without waiting.
+TRY_UPKEEP_LOCK = f"SELECT pg_try_advisory_lock({_UPKEEP_KEY})"
+
+# -- upkeep_unlock -- Release the upkeep lock at the end of a run.
+UPKEEP_UNLOCK = f"SELECT pg_advisory_unlock({_UPKEEP_KEY})"
+
+# -- set_lock_timeout -- Give up waiting for a lock after {timeout} (this transaction only).
+SET_LOCK_TIMEOUT = sql.SQL("SET LOCAL lock_timeout = {timeout}")
+
+# -- lock_parent -- Hold {table} exclusively until commit: no insert into a range in flight.
+LOCK_PARENT = sql.SQL("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+
+# -- default_max_id -- The highest msg_id in a default {partition} (ranges must start above).
+DEFAULT_MAX_ID = sql.SQL("SELECT coalesce(max(msg_id), 0) FROM {partition}")
+
+# -- default_next_id -- The lowest msg_id at or above %s in a default {partition}.
+DEFAULT_NEXT_ID = sql.SQL("SELECT min(msg_id) FROM {partition} WHERE msg_id >= %s")
+
+# -- count_range -- How many rows of {partition} fall in [%s, %s).
+COUNT_RANGE = sql.SQL("SELECT count(*) FROM {partition} WHERE msg_id >= %s AND msg_id < %s")
+
+# -- table_columns -- The columns of a table, in order (the repair copies rows by name).
+TABLE_COLUMNS = """
+SELECT attname FROM pg_attribute
+WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped ORDER BY attnum
+"""
+
+# -- create_stash -- A temporary table shaped like {table} for rows leaving the default.
+CREATE_STASH = sql.SQL("CREATE TEMP TABLE {stash} (LIKE {table}) ON COMMIT DROP")
+
+# -- stash_default_rows -- Move the default partition's rows in [%s, %s) to the stash.
+STASH_DEFAULT_ROWS = sql.SQL(
+    "WITH moved AS (DELETE FROM {partition} WHERE msg_id >= %s AND msg_id < %s "
+    "RETURNING {columns}) INSERT INTO {stash} ({columns}) SELECT {columns} FROM moved"
+)
+
+# -- restore_stash -- Put stashed rows back through the parent (they route to their range).
+RESTORE_STASH = sql.SQL("INSERT INTO {table} ({columns}) SELECT {columns} FROM {stash}")
+
+# -- create_partition -- A range partition [{lower}, {upper}) of {table} with its storage.
+CREATE_PARTITION = sql.SQL(
+    "CREATE TABLE {partition} PARTITION OF {table} FOR VALUES FROM ({lower}) TO ({upper}) "
+    "WITH ({storage})"
+)
+
+# -- partition_storage -- The storage parameters a partition has now (``name=value``).
+PARTITION_STORAGE = "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = to_regclass(%s)"
+
+# -- set_storage -- Give an existing partition the storage parameters {storage}.
+SET_STORAGE = sql.SQL("ALTER TABLE {partition} SET ({storage})")
+
+# -- partition_has_rows -- Whether a {partition} holds any row.
+PARTITION_HAS_ROWS = sql.SQL("SELECT EXISTS (SELECT 1 FROM {partition})")
+
+# -- archive_range_retained -- Whether any queue still keeps rows of an archive {partition}:
+# its newest row there is within its retention. One probe of the (queue_id, archived_at)
+# index per queue, so it costs nothing like a scan of the range.
+ARCHIVE_RANGE_RETAINED = sql.SQL("""
+SELECT EXISTS (SELECT 1 FROM pgq_queue q
+               WHERE (SELECT max(a.archived_at) FROM {partition} a WHERE a.queue_id = q.id)
+                     >= clock_timestamp() - make_interval(secs => q.retention))
+""")
+
+# -- archive_range_last -- The newest archived_at of an archive {partition} (its index).
+ARCHIVE_RANGE_LAST = sql.SQL("SELECT max(archived_at) FROM {partition}")
+
+# -- count_rows -- How many rows a {partition} holds (once, before it is dropped whole).
+COUNT_ROWS = sql.SQL("SELECT count(*) FROM {partition}")
+
+# -- drop_stash -- Remove the repair's temporary {stash} (before commit would).
+DROP_STASH = sql.SQL("DROP TABLE {stash}")
+
+# -- drop_partition -- Remove a drained {partition}.
+DROP_PARTITION = sql.SQL("DROP TABLE {partition}")

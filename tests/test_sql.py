@@ -1,0 +1,333 @@
+"""Every statement has one home (pgq_django/sql/), one runner and one manager method.
+
+The first tests read the package's source, procrastinate-style: they need no database. The
+last ones ask PostgreSQL how it plans the hot-path read (django-tasks'
+``test_index_scan_for_ready``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+
+import pgq_django as pgq
+from pgq_django import sql
+from pgq_django.sql import messages
+
+PACKAGE = Path(sql.__file__).resolve().parent.parent
+SQL_DIR = PACKAGE / "sql"
+
+# Where a statement may run besides a manager method, and why:
+# - partitions.py: partition upkeep (DDL), run through pgq_django.db like the rest;
+# - worker/leader.py: the advisory lock lives on the leader's own psycopg connection.
+OTHER_RUNNERS = {"partitions.py", "worker/leader.py"}
+# The Spark pipeline: executors without Django, on psycopg connections of their own.
+SPARK = "spark/"
+
+
+def _package_sources() -> Iterator[tuple[str, ast.Module]]:
+    """(path relative to the package, parsed module) for every module outside sql/."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative.startswith(("sql/", "migrations/")):
+            continue
+        yield relative, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _sql_module(node: ast.ImportFrom) -> str | None:
+    """ "messages" for ``from ..sql.messages import …``; "" for ``from ..sql import …``."""
+    module = node.module or ""
+    if node.level == 0:
+        if not module.startswith("pgq_django.sql"):
+            return None
+        module = module.removeprefix("pgq_django.")
+    if module == "sql":
+        return ""
+    if module.startswith("sql."):
+        return module.removeprefix("sql.")
+    return None
+
+
+class _References(ast.NodeVisitor):
+    """Which function (by qualified name) mentions which statement, in one module."""
+
+    def __init__(self, names: dict[str, set[str]]) -> None:
+        self.names = names  # statement module -> statement names
+        self.modules: dict[str, str] = {}  # local alias -> statement module
+        self.direct: dict[str, tuple[str, str]] = {}  # local name -> (module, NAME)
+        self.scope: list[str] = []
+        self.found: dict[tuple[str, str], set[str]] = defaultdict(set)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = _sql_module(node)
+        if module is None:
+            return
+        for alias in node.names:
+            local = alias.asname or alias.name
+            if module == "" and alias.name in self.names:
+                self.modules[local] = alias.name
+            elif alias.name in self.names.get(module, ()):
+                self.direct[local] = (module, alias.name)
+
+    def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.value, ast.Name) and node.value.id in self.modules:
+            module = self.modules[node.value.id]
+            if node.attr in self.names[module]:
+                self.found[(module, node.attr)].add(".".join(self.scope) or "<module>")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in self.direct and isinstance(node.ctx, ast.Load):
+            self.found[self.direct[node.id]].add(".".join(self.scope) or "<module>")
+
+
+def _statement_users() -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """(statement module, NAME) -> {(file, function qualname)} that mention it."""
+    names: dict[str, set[str]] = defaultdict(set)
+    for module, name, _statement in sql.statements():
+        names[module].add(name)
+    users: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+    for relative, tree in _package_sources():
+        visitor = _References(names)
+        visitor.visit(tree)
+        for key, functions in visitor.found.items():
+            users[key] |= {(relative, f) for f in functions}
+    return users
+
+
+def test_every_statement_is_run_by_exactly_one_manager_method() -> None:
+    """Spark's executors have no Django: they may run any statement on their own
+    connections, besides the one manager method; sql.spark's are theirs alone."""
+    users = _statement_users()
+    problems = []
+    for module, name, _statement in sql.statements():
+        found = users.get((module, name), set())
+        django_side = {(p, f) for p, f in found if not p.startswith(SPARK)}
+        expected = found if module == "spark" else django_side
+        if len(expected) != 1:
+            problems.append(f"sql.{module}.{name} is used by {sorted(found) or 'nothing'}")
+            continue
+        [(path, function)] = expected
+        in_manager = path.startswith("managers/") and "." in function
+        if module == "spark":
+            if not path.startswith(SPARK):
+                problems.append(f"sql.{module}.{name} runs in {path}, outside spark/")
+        elif not (in_manager or path in OTHER_RUNNERS):
+            problems.append(f"sql.{module}.{name} runs in {path}:{function}, not a manager")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_statement_inventory_is_complete() -> None:
+    found = {(module, name) for module, name, _s in sql.statements()}
+    assert len(found) >= 38
+    assert {
+        ("messages", "SEND"),
+        ("messages", "READ"),
+        ("messages", "NACK"),
+        ("delivery", "REDRIVE"),
+        ("exchanges", "PUBLISH"),
+        ("queues", "QUEUE_STATE"),
+        ("counters", "METRICS"),
+        ("partitions", "CREATE_PARTITION"),
+        ("leader", "TRY_LEADER_LOCK"),
+    } <= found
+
+
+def test_every_statement_says_what_it_does() -> None:
+    """A ``# -- name --`` comment with a description sits right above each statement."""
+    missing = []
+    for module, name, _statement in sql.statements():
+        source = (SQL_DIR / f"{module}.py").read_text(encoding="utf-8")
+        marker = f"# -- {name.lower()} -- "
+        pattern = re.escape(marker) + r"\S.*\n(?:#.*\n)*" + re.escape(name) + " = "
+        if not re.search(pattern, source):
+            missing.append(f"sql.{module}.{name}")
+    assert not missing, f"no '# -- name -- what it does' comment above: {missing}"
+
+
+def _code_strings(tree: ast.Module) -> Iterator[str]:
+    """String constants that are not docstrings."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+        ):
+            yield node.value
+
+
+# SQL that must appear once in pgq_django/sql/, in fragments.py: the shared pieces.
+FRAGMENTS = [
+    "INSERT INTO pgq_message ",
+    "INSERT INTO pgq_archived_message ",
+    "INSERT INTO pgq_queue_counter ",
+    "INSERT INTO pgq_dedup ",
+    "jsonb_build_object('pgq_dead_letter'",
+    "r.queue_id = {q}.id",  # the room check under max_length
+]
+
+
+@pytest.mark.parametrize("text", FRAGMENTS)
+def test_shared_fragments_are_written_once(text: str) -> None:
+    homes: dict[str, int] = {}
+    for path in SQL_DIR.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        count = sum(piece.count(text) for piece in _code_strings(tree))
+        if count:
+            homes[path.name] = count
+    assert homes == {"fragments.py": 1}
+
+
+# Modules that may still hold SQL text outside sql/: the LISTEN connection's own commands.
+SQL_TEXT_ALLOWED = {"notify.py"}
+_SQL_TEXT = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+INTO|DELETE\s+FROM|UPDATE\s+pgq_\w+\s+SET)\b")
+
+
+def test_no_sql_text_outside_the_sql_package() -> None:
+    offenders = [
+        relative
+        for relative, tree in _package_sources()
+        if relative not in SQL_TEXT_ALLOWED
+        and any(_SQL_TEXT.search(text) for text in _code_strings(tree))
+    ]
+    assert offenders == []
+
+
+def test_rows_come_back_with_named_fields(queue: Any) -> None:
+    from pgq_django import db
+
+    msg_id = pgq.send(queue, {"n": 1})
+    row = db.run_one(messages.READ_BY_ID, {"queue": queue.name, "msg_id": msg_id}, prepare=False)
+    assert row.found_queue_id == queue.pk
+    assert (row.msg_id, row.message, row.read_ct) == (msg_id, {"n": 1}, 0)
+    # The same statement again: the row type made the first time is reused.
+    again = db.run_one(messages.READ_BY_ID, {"queue": queue.name, "msg_id": msg_id})
+    assert type(again) is type(db.run_one(messages.READ_BY_ID, {"queue": queue.name, "msg_id": 0}))
+    assert again == row
+    [plain] = db.run_all(messages.READ_BY_ID, {"queue": queue.name, "msg_id": msg_id}, named=False)
+    assert type(plain) is tuple and plain == tuple(row)
+
+
+# -- the plan of the hot-path read ----------------------------------------------------------
+
+
+def _ready_indexes() -> set[str]:
+    """The ready index (queue_id, priority, msg_id) and its copies on every partition."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'pgq_message_ready'::regclass"
+        )
+        return {"pgq_message_ready"} | {name for (name,) in cursor.fetchall()}
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def _candidate_scans(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The scans feeding ``plan``'s rows, not those of its sub-plans (a FIFO group check)."""
+    if "Relation Name" in plan:
+        yield plan
+    for child in plan.get("Plans", []):
+        if child.get("Parent Relationship") not in ("SubPlan", "InitPlan"):
+            yield from _candidate_scans(child)
+
+
+def _fill(queue: Any, other: Any) -> None:
+    """Enough messages in two queues that a sequential scan would look attractive."""
+    for q in (queue, other):
+        for _ in range(3):
+            pgq.send_batch(q, [{"n": i} for i in range(1000)])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE pgq_message")
+
+
+_PARAMS = {"queue": None, "qty": 10, "vt": None, "max_bytes": 1024 * 1024}
+
+
+def _assert_leases_through_the_ready_index(plan: dict[str, Any]) -> None:
+    """The rows locked FOR UPDATE SKIP LOCKED (the candidates) come from the ready index of
+    every partition, in its order: no sequential scan, no sort of the queue."""
+    shown = json.dumps(plan, indent=1)
+    [locking] = [node for node in _nodes(plan) if node["Node Type"] == "LockRows"]
+    scans = list(_candidate_scans(locking))
+    assert scans, shown
+    ready = _ready_indexes()
+    for scan in scans:
+        assert scan["Relation Name"].startswith("pgq_message"), shown
+        assert scan["Node Type"] in ("Index Scan", "Index Only Scan"), shown
+        assert scan["Index Name"] in ready, shown
+    assert not [node for node in _nodes(locking) if node["Node Type"] == "Sort"], shown
+
+
+@pytest.mark.parametrize("fifo", [False, True], ids=["plain", "fifo"])
+def test_read_uses_the_ready_index(make_queue: Any, fifo: bool) -> None:
+    """The read's candidates come from the ready index, as the statement is planned for
+    one call (values known)."""
+    queue, other = make_queue(fifo=fifo), make_queue(fifo=fifo)
+    _fill(queue, other)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN (FORMAT JSON) " + messages.READ[fifo].format(filters=""),
+            {**_PARAMS, "queue": queue.name},
+        )
+        [[document]] = cursor.fetchall()
+    _assert_leases_through_the_ready_index(document[0]["Plan"])
+
+
+@pytest.mark.parametrize("fifo", [False, True], ids=["plain", "fifo"])
+def test_prepared_read_uses_the_ready_index_with_a_generic_plan(
+    make_queue: Any, fifo: bool
+) -> None:
+    """The read is a prepared statement; once PostgreSQL switches it to a generic plan (no
+    values known) the candidates must still come from the ready index."""
+    queue, other = make_queue(fifo=fifo), make_queue(fifo=fifo)
+    _fill(queue, other)
+    order: list[str] = []
+
+    def positional(match: re.Match[str]) -> str:
+        if match.group(1) not in order:
+            order.append(match.group(1))
+        return f"${order.index(match.group(1)) + 1}"
+
+    text = re.sub(r"%\((\w+)\)s", positional, messages.READ[fifo].format(filters=""))
+    values = {**_PARAMS, "queue": queue.name}
+    with connection.cursor() as cursor:
+        cursor.execute(f"PREPARE pgq_read_probe AS {text}")
+        try:
+            cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            placeholders = ", ".join(["%s"] * len(order))
+            cursor.execute(
+                f"EXPLAIN (FORMAT JSON) EXECUTE pgq_read_probe({placeholders})",
+                [values[name] for name in order],
+            )
+            [[document]] = cursor.fetchall()
+        finally:
+            cursor.execute("DEALLOCATE pgq_read_probe")
+    _assert_leases_through_the_ready_index(document[0]["Plan"])
