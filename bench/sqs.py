@@ -19,37 +19,29 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import common
+
+if TYPE_CHECKING:
+    from pgq_django.testing import LiveServer
 
 BATCH = 10
 BODY = json.dumps({"event": "order.created", "order_id": 12345, "note": "x" * 64})
 GOAL = 3.0
 
 
-def _start_server(secret_key: str) -> tuple[subprocess.Popen[bytes], str]:
-    """uvicorn serving bench.sqs_server on a loopback socket bound here (no port race)."""
+def _start_server(secret_key: str) -> LiveServer:
+    """uvicorn serving bench.sqs_server on a loopback port, on the benchmark's database."""
     from psycopg.conninfo import make_conninfo
 
     from pgq_django.notify import connection_params
+    from pgq_django.testing import start_asgi_server
 
     params = {k: v for k, v in connection_params().items() if v is not None}
-    listener = socket.socket()
-    # Accepted sockets inherit TCP_NODELAY (Linux); uvicorn takes an --fd socket for a Unix
-    # one and would not set it, and Nagle's algorithm would then add ~40 ms to each answer.
-    listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(128)
-    port = listener.getsockname()[1]
     env = {
         k: v
         for k, v in os.environ.items()
@@ -60,39 +52,9 @@ def _start_server(secret_key: str) -> tuple[subprocess.Popen[bytes], str]:
         PGQ_BENCH_SECRET_KEY=secret_key,
         PYTHONPATH=str(common.ROOT),
     )
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "bench.sqs_server:application",
-            "--fd",
-            str(listener.fileno()),
-            "--log-level",
-            "warning",
-            "--lifespan",
-            "off",
-            "--no-access-log",
-        ],
-        cwd=common.ROOT,
-        env=env,
-        pass_fds=[listener.fileno()],
+    return start_asgi_server(
+        "bench.sqs_server:application", env=env, cwd=common.ROOT, ready_path="/sqs/"
     )
-    listener.close()
-    url = f"http://127.0.0.1:{port}/sqs/"
-    deadline = time.monotonic() + 60
-    while True:
-        if server.poll() is not None:
-            raise RuntimeError(f"the SQS bench server exited with {server.returncode}")
-        try:
-            urllib.request.urlopen(urllib.request.Request(url, data=b"{}"), timeout=5)
-        except urllib.error.HTTPError:
-            return server, url  # an SQS error answer: it is serving
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            if time.monotonic() > deadline:
-                server.kill()
-                raise RuntimeError("the SQS bench server did not start") from None
-            time.sleep(0.1)
 
 
 def _client(url: str, key_id: str, secret: str) -> Any:
@@ -169,7 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     owner = get_user_model().objects.create_user(f"bench_sqs_{tag}")
     key, secret = AccessKey.objects.create_key(owner)
     queue = pgq.create_queue(f"bench_sqs_{tag}", owner=owner).name
-    server, url = _start_server(settings.SECRET_KEY)
+    server = _start_server(settings.SECRET_KEY)
+    url = server.url + "/sqs/"
     print(f"bench.sqs: {rounds} rounds x {per_round} calls of {BATCH} messages", flush=True)
     try:
         sqs = _client(url, key.key_id, secret)
@@ -190,8 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
         }
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.stop(timeout=30)
         pgq.drop_queue(queue)
         owner.delete()
     rows, ratios = [], {}

@@ -8,9 +8,6 @@ the server sees only committed rows.
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,6 +16,7 @@ from typing import Any
 import pytest
 import requests
 
+from pgq_django.testing import LiveServer, start_asgi_server
 from tests.conftest import ROOT, subprocess_env
 
 PASSWORD = "pw-" + uuid.uuid4().hex[:8]
@@ -27,60 +25,20 @@ SERVER_APP_NAME = "pgq-test-server"
 
 
 def start_uvicorn(app: str = "tests.asgi:application", **env: str) -> tuple[Any, str, Any]:
-    """(process, base URL, listening socket) of a uvicorn child on 127.0.0.1:<ephemeral>."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # uvicorn treats an inherited socket (--fd) as a Unix one and leaves Nagle on; accepted
-    # sockets inherit TCP_NODELAY from the listener.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(4096)
-    sock.set_inheritable(True)
-    port = sock.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            app,
-            "--fd",
-            str(sock.fileno()),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-            "--lifespan",
-            "off",
-            "--timeout-keep-alive",
-            "30",
-        ],
-        pass_fds=[sock.fileno()],
+    """(process, base URL, listening socket) of a uvicorn child on 127.0.0.1:<ephemeral>,
+    serving the test settings on the test database (pgq_django.testing.start_asgi_server)."""
+    server = start_asgi_server(
+        app,
+        env=subprocess_env(**{"PGAPPNAME": SERVER_APP_NAME, **env}),
         cwd=ROOT,
-        env=subprocess_env(PGAPPNAME=SERVER_APP_NAME, **env),
+        ready_path="/v1/queues",
+        options=["--timeout-keep-alive", "30"],
     )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"uvicorn exited with code {proc.returncode}")
-        try:
-            requests.get(base + "/v1/queues", timeout=5)
-            break
-        except requests.ConnectionError:
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise
-            time.sleep(0.1)
-    return proc, base, sock
+    return server.process, server.url, server.listener
 
 
 def stop(proc: Any, sock: Any) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    sock.close()
+    LiveServer(proc, "", sock).stop()
 
 
 def wait_for_server_connections_to_close(timeout: float = 20.0) -> None:

@@ -37,6 +37,18 @@ ACTIONS: dict[str, Action] = {
 }
 RECEIVE = "ReceiveMessage"
 
+# The right the hot actions need on their QueueUrl's queue: the view looks the queue up with
+# that right and the caller's key in one query (queues.prefetch) before the action runs.
+QUEUE_RIGHTS: dict[str, str] = {
+    "SendMessage": "write",
+    "SendMessageBatch": "write",
+    RECEIVE: "read",
+    "DeleteMessage": "read",
+    "DeleteMessageBatch": "read",
+    "ChangeMessageVisibility": "read",
+    "ChangeMessageVisibilityBatch": "read",
+}
+
 # SQS actions pgq_django does not implement (IAM-style policies, asynchronous move tasks).
 UNSUPPORTED = frozenset(
     {"AddPermission", "RemovePermission", "CancelMessageMoveTask", "ListMessageMoveTasks"}

@@ -6,18 +6,32 @@ is active, its owner is active, its timestamp is within ``PGQ["SQS_CLOCK_SKEW"]`
 the server's clock (15 minutes, as AWS), its body hashes to what was signed, and the
 signature matches. ``host`` and ``x-amz-target`` (the action) must be among the signed
 headers, so neither can be swapped on a captured request.
+
+Speed without a stale answer. Decrypting the secret (Fernet) and deriving the day's signing
+key on every request costs more than the work most requests ask for, so a verified key's
+signing keys are remembered per process (:class:`_Known`; never the secret itself). A
+request verified that way gets a *provisional* :class:`Caller`: its signature is proven, but
+whether the key is still active, its owner still active and still (or still not) a
+superuser has yet to be read from the database. :func:`confirm` reads it (one indexed
+EXISTS), or the queue look-up of the request does it in the same query
+(:func:`still_valid`, used by :func:`pgq_django.sqs.lookup.prefetch`). Every request is
+checked against the rows as they are now, so a revoked key or a deactivated owner is refused
+on the very next request, in every process.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
 
+from django.db.models import Exists
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -32,15 +46,61 @@ SERVICE = "sqs"
 REQUIRED_SIGNED_HEADERS = ("host", "x-amz-target")
 # last_used_at is refreshed at most this often, so busy keys do not write on every call.
 _TOUCH_INTERVAL = timedelta(seconds=60)
+# Keys remembered per process; past this many the oldest is forgotten (it is looked up again).
+_MAX_KNOWN = 1024
+# Signing keys remembered per key: (day, region, service) scopes, oldest forgotten first.
+_MAX_SCOPES = 8
 
 
 @dataclass(frozen=True)
 class Caller:
-    """An authenticated request's key, its owner and the region the client signed for."""
+    """An authenticated request's key, its owner and the region the client signed for.
+
+    ``confirmed`` is False while the key's row has not been read in this request (the
+    signature was checked with a remembered signing key): nothing may be done for such a
+    caller until :func:`confirm`, or a query filtered by :func:`still_valid`, says the key
+    may still be used. ``user`` is then the owner as they were when the key was last read,
+    a copy of its own for this request.
+    """
 
     key_id: str
     user: Any
     region: str
+    key_pk: int | None = None
+    confirmed: bool = True
+
+
+@dataclass
+class _Known:
+    """What a verified key's row said, remembered to check the next signatures quickly."""
+
+    key_pk: int
+    user: Any
+    last_used_at: datetime | None
+    signing_keys: dict[tuple[str, str, str], bytes] = field(default_factory=dict)
+
+
+_known: dict[str, _Known] = {}
+_known_lock = threading.Lock()
+
+
+def _remember(key: AccessKey, scope: tuple[str, str, str], signing_key: bytes) -> None:
+    with _known_lock:
+        known = _known.get(key.key_id)
+        if known is None or known.key_pk != key.pk:
+            if len(_known) >= _MAX_KNOWN:
+                _known.pop(next(iter(_known)))
+            known = _known[key.key_id] = _Known(key.pk, key.user, key.last_used_at)
+        known.user = key.user
+        if len(known.signing_keys) >= _MAX_SCOPES:
+            known.signing_keys.pop(next(iter(known.signing_keys)))
+        known.signing_keys[scope] = signing_key
+
+
+def forget(key_id: str) -> None:
+    """Drop what this process remembers of a key (its next request reads the row again)."""
+    with _known_lock:
+        _known.pop(key_id, None)
 
 
 def _raw_path(request: HttpRequest) -> str:
@@ -161,7 +221,6 @@ def _authenticate(request: HttpRequest, body: bytes) -> Caller:
     now = timezone.now()
     _check_clock(amz_date, now)
     payload = _payload_hash(request, body)
-    key = _find_key(auth.key_id)
     canonical = sigv4.canonical_request(
         method=request.method or "",
         raw_path=_raw_path(request),
@@ -170,16 +229,77 @@ def _authenticate(request: HttpRequest, body: bytes) -> Caller:
         signed_headers=auth.signed_headers,
         payload_hash=payload,
     )
-    expected = sigv4.signature(
-        sigv4.signing_key(key.secret, auth.date, auth.region, auth.service),
-        sigv4.string_to_sign(amz_date, auth.scope, canonical),
-    )
-    if not sigv4.matches(expected, auth.signature):
+    to_sign = sigv4.string_to_sign(amz_date, auth.scope, canonical)
+    scope = (auth.date, auth.region, auth.service)
+    known = _known.get(auth.key_id)
+    signing_key = known.signing_keys.get(scope) if known is not None else None
+    if (
+        known is not None
+        and signing_key is not None
+        and sigv4.matches(sigv4.signature(signing_key, to_sign), auth.signature)
+    ):
+        return Caller(
+            key_id=auth.key_id,
+            user=copy.copy(known.user),
+            region=auth.region,
+            key_pk=known.key_pk,
+            confirmed=False,
+        )
+    # Not signed with this key's secret (or a row changed since): read it again.
+    key = _find_key(auth.key_id)
+    signing_key = sigv4.signing_key(key.secret, auth.date, auth.region, auth.service)
+    if not sigv4.matches(sigv4.signature(signing_key, to_sign), auth.signature):
         raise SqsError(
             "SignatureDoesNotMatch",
             "The request signature we calculated does not match the signature you provided. "
             "Check your AWS Secret Access Key and signing method.",
         )
-    if key.last_used_at is None or now - key.last_used_at > _TOUCH_INTERVAL:
-        AccessKey.objects.filter(pk=key.pk).update(last_used_at=now)
-    return Caller(key_id=key.key_id, user=key.user, region=auth.region)
+    _remember(key, scope, signing_key)
+    caller = Caller(key_id=key.key_id, user=copy.copy(key.user), region=auth.region, key_pk=key.pk)
+    touch(caller, now)
+    return caller
+
+
+def still_valid(key_pk: Any, user: Any) -> Exists:
+    """True while key ``key_pk`` is unrevoked and its owner active, and the owner is
+    ``user``, with the same superuser flag (which decides rights)."""
+    return Exists(
+        AccessKey.objects.active().filter(
+            pk=key_pk, user_id=user.pk, user__is_superuser=user.is_superuser
+        )
+    )
+
+
+def confirm(caller: Caller, *, checked: bool = False) -> Caller:
+    """The caller, once its key's row says it may still be used; InvalidClientTokenId if not.
+
+    ``checked`` says a query filtered by :func:`still_valid` already answered yes in this
+    request. Otherwise one EXISTS query answers; when it says no, the row is read again: a
+    revoked key or an inactive owner is refused, a changed owner (a superuser flag flipped)
+    is taken as the row says now.
+    """
+    if caller.confirmed:
+        return caller
+    now = timezone.now()
+    if checked or AccessKey.objects.filter(still_valid(caller.key_pk, caller.user)).exists():
+        confirmed = replace(caller, confirmed=True)
+        touch(confirmed, now)
+        return confirmed
+    forget(caller.key_id)
+    key = _find_key(caller.key_id)
+    fresh = replace(caller, user=copy.copy(key.user), key_pk=key.pk, confirmed=True)
+    touch(fresh, now)
+    return fresh
+
+
+def touch(caller: Caller, now: datetime) -> None:
+    """Record when a key was last used, at most once a minute per process (no write per call)."""
+    if caller.key_pk is None:
+        return
+    known = _known.get(caller.key_id)
+    last = known.last_used_at if known is not None else None
+    if last is not None and now - last <= _TOUCH_INTERVAL:
+        return
+    if known is not None:
+        known.last_used_at = now
+    AccessKey.objects.filter(pk=caller.key_pk).update(last_used_at=now)

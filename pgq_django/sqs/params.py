@@ -9,7 +9,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,13 +25,22 @@ _ARN_RE = re.compile(r"arn:aws[a-z-]*:sqs:[a-z0-9-]*:(?P<account>\d{1,32}):(?P<n
 
 @dataclass(frozen=True)
 class Call:
-    """One authenticated request: the action, its JSON parameters, who sent it, and the
-    endpoint's absolute URL (ending in ``/``) that queue URLs are built from."""
+    """One authenticated request: the action, its JSON parameters, who sent it, and how to
+    find the endpoint's absolute URL (ending in ``/``) that queue URLs are built from (only
+    the actions that answer a queue URL ask for it).
+
+    ``prefetched`` is ``(right, queue)`` when the request's queue was looked up, together
+    with the caller's ``right`` on it, before the action ran (:func:`.lookup.prefetch`)."""
 
     action: str
     params: dict[str, Any]
     caller: Caller
-    base_url: str
+    endpoint_url: Callable[[], str]
+    prefetched: tuple[str, Any] | None = None
+
+    @cached_property
+    def base_url(self) -> str:
+        return self.endpoint_url()
 
     @property
     def user(self) -> Any:

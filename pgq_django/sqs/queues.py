@@ -36,9 +36,12 @@ def get_queue(call: Call, right: str | None, name: str | None = None) -> Any:
     """The queue of the request's QueueUrl (or ``name``), once the caller's right is checked
     (``None``: any right).
 
-    The queue's owner and superusers need no further query (:func:`pgq_django.access.may`);
+    The queue :func:`.lookup.prefetch` found with that right costs nothing more. Otherwise the
+    queue's owner and superusers need no further query (:func:`pgq_django.access.may`);
     anyone else's grants cost one more.
     """
+    if name is None and call.prefetched is not None and call.prefetched[0] == right:
+        return call.prefetched[1]
     queue = pgq.get_queue(name if name is not None else call.queue_name())
     if right is None:
         require_any_right(call.user, queue)

@@ -2,9 +2,9 @@
 
 :func:`start` checks the request, looks the queue up and tries one read; when that finds
 nothing and the request may wait (WaitTimeSeconds, or the queue's
-ReceiveMessageWaitTimeSeconds), the async view waits with ``pgq.aread_with_poll``, which
-wakes on the NOTIFY of a committed send, on the event loop. :func:`finish` turns the leased
-messages into SQS's answer.
+ReceiveMessageWaitTimeSeconds), the async view waits with :meth:`Receive.wait_for_messages`,
+which wakes on the NOTIFY of a committed send, on the event loop, holding no thread and no
+database connection. :func:`finish` turns the leased messages into SQS's answer.
 
 Dead-letter queues: on a queue with a RedrivePolicy, a message received more than
 maxReceiveCount times is not returned but moved to the dead-letter queue (``pgq.nack`` of
@@ -15,14 +15,18 @@ receive that exceeds the count.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
 from django.utils import timezone
 
 import pgq_django as pgq
 
+from ..notify import ainterest
 from . import message_attributes as ma
 from .digests import md5_of_attributes, md5_of_body
 from .params import Call
@@ -32,9 +36,9 @@ from .sending import SENDER_HEADER, TRACE_HEADER, sequence_number
 MAX_MESSAGES = 10
 MAX_WAIT = 20
 MAX_VISIBILITY_TIMEOUT = 12 * 3600
-# While a long poll waits, NOTIFY wakes it; this re-check only catches messages that become
-# visible without one (a delay or a lease running out).
-POLL_INTERVAL_MS = 1000
+# While a long poll waits, NOTIFY wakes it; this re-check (seconds) only catches messages that
+# become visible without one (a delay or a lease running out).
+POLL_INTERVAL = 1.0
 
 SYSTEM_ATTRIBUTES = frozenset(
     {
@@ -77,22 +81,37 @@ class Receive:
     def must_wait(self) -> bool:
         return not self.messages and self.wait > 0
 
+    def look(self) -> None:
+        """Try to lease (in a database thread), then let go of the connection, as Django
+        does when a request ends: the wait that may follow holds none."""
+        try:
+            self.read()
+        finally:
+            close_old_connections()
+
     async def wait_for_messages(self) -> None:
-        """Long poll: wait on the event loop (no thread is held) until a message comes."""
+        """Long poll, on the event loop, until a message comes or the wait is over.
+
+        As ``pgq.aread_with_poll``: registered with the process's LISTEN connection
+        (:func:`pgq_django.notify.ainterest`) before each look, so a send that commits
+        meanwhile wakes it; re-checking every POLL_INTERVAL for messages that become visible
+        without a notification. Unlike it, every look lets go of its database connection
+        before the wait goes on, so however it is served a waiting request holds neither a
+        thread nor a connection (under pgq_django.asgi a kept connection is its pool
+        thread's, serving other requests meanwhile).
+        """
         if self.paused:
             await asyncio.sleep(self.wait)
             return
-        try:
-            self.messages = await pgq.aread_with_poll(
-                self.queue.name,
-                vt=self.vt,
-                qty=self.qty,
-                max_poll_seconds=self.wait,
-                poll_interval_ms=POLL_INTERVAL_MS,
-            )
-        except pgq.QueuePaused:
-            self.messages = []
-        self.received_at = timezone.now()
+        deadline = time.monotonic() + self.wait
+        look = sync_to_async(self.look, thread_sensitive=True)
+        async with ainterest(self.queue.name) as wakeups:
+            while True:
+                await look()
+                remaining = deadline - time.monotonic()
+                if self.messages or self.paused or remaining <= 0:
+                    return
+                await wakeups.await_wakeup(min(POLL_INTERVAL, remaining))
 
 
 def start(call: Call) -> Receive:

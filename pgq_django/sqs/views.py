@@ -2,9 +2,11 @@
 
 A request is read, authenticated (SigV4, :mod:`.auth`) and dispatched in Django's database
 thread (``sync_to_async``); only a long-polling ReceiveMessage comes back to the event loop
-to wait for messages, so waiting clients hold no thread busy. Every refusal is an SQS error
-response (see :mod:`.errors`); PgqErrors raised by the functional API are translated there,
-in one place.
+to wait for messages. Served by :func:`pgq_django.asgi.get_asgi_application`, that thread is
+one of a fixed pool, so a waiting client holds neither a thread nor a database connection:
+just a coroutine, its socket and its place in the process's one LISTEN connection. Every
+refusal is an SQS error response (see :mod:`.errors`); PgqErrors raised by the functional API
+are translated there, in one place.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import close_old_connections
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
@@ -23,10 +26,11 @@ from django.views.decorators.csrf import csrf_exempt
 from ..conf import settings
 from ..exceptions import PgqError
 from . import receiving
-from .actions import ACTIONS, RECEIVE, UNSUPPORTED
-from .auth import authenticate
+from .actions import ACTIONS, QUEUE_RIGHTS, RECEIVE, UNSUPPORTED
+from .auth import authenticate, confirm
 from .errors import UNSUPPORTED as UNSUPPORTED_CODE
 from .errors import SqsError, from_pgq_error
+from .lookup import prefetch
 from .params import Call
 
 logger = logging.getLogger("pgq_django.sqs")
@@ -100,11 +104,25 @@ def _params(request: HttpRequest, body: bytes) -> dict[str, Any]:
 def _handle(request: HttpRequest, body: bytes) -> dict[str, Any] | receiving.Receive:
     """Authenticate, read and run one request (in Django's database thread)."""
     caller = authenticate(request, body)
-    action = _action(request)
-    call = Call(action, _params(request, body), caller, _base_url(request))
+    try:
+        action = _action(request)
+        call = Call(action, _params(request, body), caller, lambda: _base_url(request))
+    except SqsError:
+        confirm(caller)  # a dead key is refused as such before the request's own mistakes
+        raise
+    # Nothing runs for a caller whose key's row has not been read in this request.
+    call = prefetch(call, QUEUE_RIGHTS.get(action))
+    if not call.caller.confirmed:  # prefetch always confirms; never act on a hope
+        raise SqsError("InternalError", "The request's key was not checked.")
     if action == RECEIVE:
         plan = receiving.start(call)
-        return plan if plan.must_wait else receiving.finish(plan)
+        if not plan.must_wait:
+            return receiving.finish(plan)
+        # The wait is on the event loop; let go of the connection first, as Django does at
+        # the end of a request (kept if CONN_MAX_AGE keeps it: then it is the thread's, and
+        # serves the thread's other requests meanwhile, not this waiting one).
+        close_old_connections()
+        return plan
     return ACTIONS[action](call)
 
 

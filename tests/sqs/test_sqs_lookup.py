@@ -1,0 +1,132 @@
+"""The compiled lookup of the hot SQS actions answers exactly what the ORM rule answers.
+
+:func:`pgq_django.sqs.lookup.queue_for` runs SQL compiled once per shape from
+:func:`pgq_django.access.queues_for` with stand-in values; these tests run both it and the
+ORM queryset it was compiled from on every kind of caller, right and key state, and compare
+the answers and the Queue they build, field by field.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+from dataclasses import replace
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+import pgq_django as pgq
+from pgq_django import access
+from pgq_django.models import AccessKey, Queue
+from pgq_django.sqs import lookup
+from pgq_django.sqs.auth import Caller
+
+
+def _user(name: str, **flags):
+    return get_user_model().objects.create_user(name, **flags)
+
+
+def _caller(user, key, *, confirmed: bool) -> Caller:
+    return Caller(
+        key_id=key.key_id, user=user, region="us-east-1", key_pk=key.pk, confirmed=confirmed
+    )
+
+
+@pytest.fixture
+def world(db):
+    """Queues and users covering every way to hold (or lack) a right."""
+    owner, admin, reader, writer, member, stranger, idle = (
+        _user("owner"),
+        _user("admin", is_superuser=True),
+        _user("reader"),
+        _user("writer"),
+        _user("member"),
+        _user("stranger"),
+        _user("idle", is_active=False),
+    )
+    team = Group.objects.create(name="team")
+    member.groups.add(team)
+    queue = pgq.create_queue("looked_up", owner=owner, max_message_size=4096)
+    Queue.objects.filter(pk=queue.pk).update(tags={"team": "a", "n": 1})
+    pgq.create_queue("other", owner=stranger)
+    pgq.grant_queue_access(queue, reader, read=True, write=False)
+    pgq.grant_queue_access(queue, writer, read=False, write=True)
+    pgq.grant_queue_access(queue, team, read=True, write=True)
+    users = [owner, admin, reader, writer, member, stranger, idle]
+    keys = {user.pk: AccessKey.objects.create_key(user)[0] for user in users}
+    return users, keys
+
+
+def _expected(caller: Caller, right: str, name: str) -> Queue | None:
+    found = lookup._queryset(caller.user, right, name, caller.key_pk, not caller.confirmed)
+    return next(iter(found), None) if caller.user.is_active else None
+
+
+def _same(a: Queue | None, b: Queue | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return all(getattr(a, f.attname) == getattr(b, f.attname) for f in Queue._meta.concrete_fields)
+
+
+def test_every_caller_right_and_name_gets_the_orm_rule_s_answer(world):
+    users, keys = world
+    for user, right, name, confirmed in itertools.product(
+        users, ("read", "write"), ("looked_up", "other", "absent", "LOOKED_UP"), (True, False)
+    ):
+        caller = _caller(user, keys[user.pk], confirmed=confirmed)
+        got, want = lookup.queue_for(caller, right, name), _expected(caller, right, name)
+        assert _same(got, want), (user.username, right, name, confirmed)
+        allowed = (
+            user.is_active and name in ("looked_up", "other") and access.may(user, right, name)
+        )
+        assert (got is not None) == allowed, (user.username, right, name, confirmed)
+
+
+def test_the_queue_it_builds_is_the_one_the_orm_loads(world):
+    users, keys = world
+    owner = users[0]
+    got = lookup.queue_for(_caller(owner, keys[owner.pk], confirmed=False), "write", "looked_up")
+    loaded = Queue.objects.get(name="looked_up")
+    assert got is not None and got.pk == loaded.pk and not got._state.adding
+    for field in Queue._meta.concrete_fields:
+        assert getattr(got, field.attname) == getattr(loaded, field.attname), field.name
+    assert got.tags == {"team": "a", "n": 1} and got.max_message_size == 4096
+    assert isinstance(got.created_at, datetime.datetime) and got.created_at.tzinfo is not None
+
+
+def test_an_unconfirmed_caller_is_refused_once_its_key_or_owner_changes(world):
+    users, keys = world
+    owner, admin = users[0], users[1]
+    owner_caller = _caller(owner, keys[owner.pk], confirmed=False)
+    admin_caller = _caller(admin, keys[admin.pk], confirmed=False)
+    assert lookup.queue_for(owner_caller, "read", "looked_up") is not None
+    assert lookup.queue_for(admin_caller, "read", "looked_up") is not None
+
+    # The superuser flag the caller was built with no longer holds.
+    get_user_model().objects.filter(pk=admin.pk).update(is_superuser=False)
+    assert lookup.queue_for(admin_caller, "read", "looked_up") is None
+    # A confirmed caller (its row read in this request) is not re-checked here.
+    assert lookup.queue_for(replace(admin_caller, confirmed=True), "read", "looked_up") is not None
+
+    keys[owner.pk].revoke()
+    assert lookup.queue_for(owner_caller, "read", "looked_up") is None
+    other_key = AccessKey.objects.create_key(owner)[0]
+    assert lookup.queue_for(replace(owner_caller, key_pk=other_key.pk), "read", "looked_up")
+    get_user_model().objects.filter(pk=owner.pk).update(is_active=False)
+    assert lookup.queue_for(replace(owner_caller, key_pk=other_key.pk), "read", "looked_up") is None
+
+
+def test_one_query_and_no_orm_compilation_per_call(world):
+    users, keys = world
+    for shape in itertools.product(("read", "write"), (True, False), (True, False)):
+        assert lookup._shape(*shape) is not None, shape  # compiled, not the ORM fallback
+    member = users[4]
+    caller = _caller(member, keys[member.pk], confirmed=False)
+    lookup.queue_for(caller, "write", "looked_up")  # compiles this shape
+    with CaptureQueriesContext(connection) as queries:
+        assert lookup.queue_for(caller, "write", "looked_up") is not None
+    assert len(queries) == 1
+    assert "pgq_queue_grant" in queries[0]["sql"] and "pgq_access_key" in queries[0]["sql"]
