@@ -108,7 +108,10 @@ def test_after_a_real_server_restart_the_api_reconnects(queue):
     # A fast shutdown writes a checkpoint; on a machine busy with other disk writers that
     # has taken over a minute, so the deadline is generous (it only bounds a hang).
     pg_ctl(
-        ["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=300
+        ["-w", "-t", "280", "-m", "fast", "restart"],
+        pgdata=server.pgdata,
+        user=server.system_user,
+        timeout=300,
     )
     assert pgq.send(queue, "after")
     assert [m.message for m in pgq.read(queue, qty=10)] == ["before", "after"]
