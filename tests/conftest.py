@@ -21,6 +21,36 @@ ROOT = Path(__file__).resolve().parent.parent
 # Fixtures of the REST tests: a live uvicorn server, users and HTTP sessions.
 pytest_plugins = ["tests.http_server"]
 
+# The three layers (tests/unit, tests/integration, tests/acceptance) and the fixtures each
+# may not use, directly or through other fixtures: a unit test that asks for the database,
+# or an integration test that starts a server, belongs one layer up.
+_DATABASE = frozenset({"db", "transactional_db", "django_db_setup", "fresh_database"})
+_PROCESSES = frozenset({"spawn", "live_url", "live_server", "sqs_endpoint"})
+LAYERS = {"unit": _DATABASE | _PROCESSES, "integration": _PROCESSES, "acceptance": frozenset()}
+
+
+def assign_layer(items: list[pytest.Item], directory: Path, layer: str) -> None:
+    """Mark the items under ``directory`` with ``layer``; refuse one that uses too much.
+
+    Each layer's conftest calls this, so ``pytest -m unit`` selects what ``pytest
+    tests/unit`` runs, and a test in the wrong directory stops the run at collection.
+    """
+    misplaced = []
+    for item in items:
+        if directory not in item.path.parents:
+            continue
+        item.add_marker(getattr(pytest.mark, layer))
+        used = sorted(LAYERS[layer] & set(getattr(item, "fixturenames", ())))
+        if layer == "unit" and item.get_closest_marker("django_db"):
+            used.append("django_db mark")
+        if used:
+            misplaced.append(f"{item.nodeid} uses {', '.join(used)}")
+    if misplaced:
+        raise pytest.UsageError(
+            f"{layer} tests may not use these (move them to a higher layer):\n"
+            + "\n".join(misplaced)
+        )
+
 
 @pytest.fixture(autouse=True)
 def _close_listeners() -> Iterator[None]:

@@ -55,8 +55,9 @@ STATIC_URL = "/static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PGQ = {"DEFAULT_VISIBILITY_TIMEOUT": 30}
 
-# The django.tasks backend and a second, non-pgq backend, as tests/test_security.py uses them
-# in-process (override_settings) and in worker processes it starts with PGQ_TEST_TASKS=1.
+# The django.tasks backend and a second, non-pgq backend, as
+# tests/acceptance/test_security.py uses them in-process (override_settings) and in worker
+# processes it starts with PGQ_TEST_TASKS=1.
 try:
     import django.tasks  # noqa: F401
 

@@ -11,8 +11,7 @@ import pytest
 from django.core.management import call_command
 
 import pgq_django as pgq
-
-from ..conftest import ROOT
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 

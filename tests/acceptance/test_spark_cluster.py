@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import Child
-from .spark_support import sql_rows
+from tests.conftest import Child
+from tests.spark_support import sql_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.django_db(transaction=True)]
 

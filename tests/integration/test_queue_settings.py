@@ -6,8 +6,6 @@ declaring a bound of its own, and the model (the database's last word) agrees wi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from django.contrib.admin.sites import site
 from django.contrib.auth.models import User
@@ -19,6 +17,7 @@ import pgq_django as pgq
 from pgq_django.conf import DEFAULTS
 from pgq_django.models import Queue
 from pgq_django.rest.serializers import QUEUE_FIELDS, QueueCreateIn
+from tests.conftest import ROOT
 
 BOUNDED = [s for s in pgq.QUEUE_SETTINGS.values() if s.kind in ("seconds", "integer")]
 
@@ -137,7 +136,13 @@ def _docs_row(setting: pgq.QueueSetting) -> str:
 
 
 def test_the_reference_page_lists_every_setting_as_the_table_has_it():
-    page = (Path(__file__).parent.parent / "docs" / "reference" / "api.md").read_text()
+    page = (ROOT / "docs" / "reference" / "api.md").read_text()
     rows = [line for line in page.splitlines() if line.startswith("| `")]
     expected = [_docs_row(setting) for setting in pgq.QUEUE_SETTINGS.values()]
     assert [row for row in rows if row in expected] == expected
+
+
+def test_queue_defaults_come_from_settings(db, queue_name):
+    with override_settings(PGQ={"DEFAULT_VISIBILITY_TIMEOUT": 12, "DEFAULT_MAX_RETRIES": 2}):
+        q = pgq.create_queue(queue_name)
+    assert (q.visibility_timeout, q.max_retries) == (12, 2)

@@ -675,7 +675,7 @@ def test_the_migration_trusts_an_old_dead_letter_header_only_where_the_queues_ag
     the queue it names really dead-letters into theirs; a forged header gets none."""
     import psycopg
 
-    from tests.test_migrations import _manage
+    from tests.acceptance.test_migrations import _manage
 
     _manage(fresh_database, "migrate", "pgq_django", "0003_delivery")
     queue_sql = (

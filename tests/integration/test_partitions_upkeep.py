@@ -22,8 +22,7 @@ import pgq_django as pgq
 from pgq_django import partitions
 from pgq_django.models import ArchivedMessage, Message
 from pgq_django.sql import partitions as partition_sql
-
-from .conftest import _conninfo
+from tests.conftest import _conninfo
 
 SIZE = 100
 

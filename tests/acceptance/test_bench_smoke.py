@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import run_quick_bench
+from tests.conftest import run_quick_bench
 
 # The benchmarks compare against peers from the bench extra (`make test` installs it); a
 # plain `pip install -e .[dev]` checkout skips this module instead of failing on imports.

@@ -15,7 +15,7 @@ import sys
 import psycopg
 import pytest
 
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -26,14 +26,6 @@ def test_user_values_override_defaults_and_reload_on_change():
         assert settings.DEFAULT_VISIBILITY_TIMEOUT == 9
 
 
-def test_queue_defaults_come_from_settings(db, queue_name):
-    import pgq_django as pgq
-
-    with override_settings(PGQ={"DEFAULT_VISIBILITY_TIMEOUT": 12, "DEFAULT_MAX_RETRIES": 2}):
-        q = pgq.create_queue(queue_name)
-    assert (q.visibility_timeout, q.max_retries) == (12, 2)
-
-
 def test_valid_settings_pass_the_checks():
     assert check_settings() == []
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pgq_django
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 INIT = Path(pgq_django.__file__)
 
 USER_CODE = """\

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 import pgq_django as pgq
-
-from .spark_support import drop_tables, spark_session, spread_over_partitions, sql_rows
+from tests.spark_support import drop_tables, spark_session, spread_over_partitions, sql_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.django_db(transaction=True)]
 

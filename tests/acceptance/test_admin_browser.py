@@ -12,7 +12,6 @@ import itertools
 import os
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,11 +21,10 @@ from django.urls import reverse
 
 import pgq_django as pgq
 from pgq_django.models import ArchivedMessage, Exchange, Message, Queue
-
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+ARTIFACTS = ROOT / "tests" / "artifacts"
 PASSWORD = "correct horse battery staple"
 
 needs_chromium = pytest.mark.skipif(
@@ -162,7 +160,7 @@ def test_message_browser_folds_tracebacks_and_shows_whole_bodies(
     folded.locator("summary").click()
     trace = folded.locator("pre")
     assert trace.is_visible()
-    assert 'File "tests/test_admin_browser.py"' in trace.inner_text()
+    assert 'File "tests/acceptance/test_admin_browser.py"' in trace.inner_text()
     assert 'File "django/db/models/query.py"' in trace.inner_text()
     assert str(ROOT) not in trace.inner_text()
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ..http_server import start_uvicorn, stop, wait_for_server_connections_to_close
+from tests.http_server import start_uvicorn, stop, wait_for_server_connections_to_close
 
 
 @pytest.fixture(scope="session")

@@ -26,9 +26,8 @@ from django.db import connection
 
 import pgq_django as pgq
 from pgq_django.conf import settings as pgq_settings
-
-from ..conftest import wait_until
-from ..http_server import start_uvicorn, stop
+from tests.conftest import wait_until
+from tests.http_server import start_uvicorn, stop
 
 pytestmark = pytest.mark.slow
 

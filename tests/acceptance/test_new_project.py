@@ -34,7 +34,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 

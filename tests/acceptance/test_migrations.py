@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from .conftest import ROOT, subprocess_env
+from tests.conftest import ROOT, subprocess_env
 
 pytestmark = pytest.mark.slow
 

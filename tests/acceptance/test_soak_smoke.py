@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import ROOT, subprocess_env
+from tests.conftest import ROOT, subprocess_env
 
 pytest.importorskip(
     "matplotlib", reason="the bench extra is not installed: pip install -e '.[bench]'"

@@ -87,7 +87,7 @@ def test_enqueue_stores_the_task_as_a_message_and_reports_it_ready():
     result = add.enqueue(2, 3)
     assert result.status == TaskResultStatus.READY
     message = pgq.read_by_id("tasks_default", int(result.id))
-    assert message.message["task"] == "tests.test_tasks.add"
+    assert message.message["task"] == "tests.integration.test_tasks.add"
     assert message.message["args"] == [2, 3]
     fetched = add.get_result(result.id)
     assert fetched.status == TaskResultStatus.READY

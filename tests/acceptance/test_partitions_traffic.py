@@ -20,8 +20,7 @@ from django.test import override_settings
 import pgq_django as pgq
 from pgq_django import partitions
 from pgq_django.models import ArchivedMessage, Message
-
-from .conftest import wait_until
+from tests.conftest import wait_until
 
 SIZE = 200
 SENDERS, PER_SENDER, BATCH = 2, 2000, 20

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 import pgq_django as pgq
-
-from .spark_support import spark_session, sql_rows
+from tests.spark_support import spark_session, sql_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.django_db(transaction=True)]
 

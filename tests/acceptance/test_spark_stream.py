@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 import pgq_django as pgq
-
-from .conftest import ROOT, Child, subprocess_env
-from .spark_support import spark_session, sql_rows
+from tests.conftest import ROOT, Child, subprocess_env
+from tests.spark_support import spark_session, sql_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.django_db(transaction=True)]
 

@@ -19,8 +19,7 @@ import psutil
 import pytest
 
 from pgq_django.testing import HANDLES_FILE, dsn_to_django
-
-from .conftest import ROOT, wait_until
+from tests.conftest import ROOT, wait_until
 
 pytestmark = pytest.mark.slow
 

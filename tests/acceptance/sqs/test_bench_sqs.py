@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import run_quick_bench
+from tests.conftest import run_quick_bench
 
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 

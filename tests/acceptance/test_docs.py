@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 import pgq_django as pgq
-
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _FILE_BLOCK = re.compile(r"#\s*[\w/.]+\.py\b")
@@ -39,7 +38,7 @@ def _run_blocks(path: Path, namespace: dict[str, Any], *, handlers: bool = True)
     """Execute the shell blocks of ``path``; returns how many ran.
 
     ``handlers=False`` only compiles file blocks: the tutorial's belong to the project it
-    builds (``shop.models``), which tests/test_new_project.py creates for real.
+    builds (``shop.models``), which tests/acceptance/test_new_project.py creates for real.
     """
     ran = 0
     for number, block in enumerate(_python_blocks(path), 1):
