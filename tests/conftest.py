@@ -201,6 +201,41 @@ def time_passes(queue: Any, seconds: float) -> int:
         return int(cursor.rowcount)
 
 
+def missing_extra(extra: str) -> list[str]:
+    """The requirements of pgq-django's ``extra`` that are not installed in this environment."""
+    from importlib.metadata import PackageNotFoundError, requires, version
+
+    from packaging.requirements import Requirement
+
+    missing = []
+    for line in requires("pgq-django") or []:
+        requirement = Requirement(line)
+        if requirement.marker is None or not requirement.marker.evaluate({"extra": extra}):
+            continue
+        try:
+            installed = version(requirement.name)
+        except PackageNotFoundError:
+            missing.append(str(requirement.name))
+            continue
+        if not requirement.specifier.contains(installed, prereleases=True):
+            missing.append(f"{requirement.name} {installed} (wants {requirement.specifier})")
+    return missing
+
+
+def needs_extra(extra: str) -> pytest.MarkDecorator:
+    """Skip, saying why, when the ``extra`` is not installed (``make test`` installs it).
+
+    The benchmarks compare pgq_django with its peers from the bench extra; a plain
+    ``pip install -e '.[dev]'`` checkout skips their smoke tests instead of failing in a child.
+    """
+    missing = missing_extra(extra)
+    return pytest.mark.skipif(
+        bool(missing),
+        reason=f"the {extra} extra is not installed (missing {', '.join(missing)}):"
+        f" pip install -e '.[{extra}]'",
+    )
+
+
 def run_quick_bench(module: str, *args: str) -> str:
     """Run ``python -m <module> --quick [args]`` on the test database; its standard output.
 

@@ -11,11 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_quick_bench
+from tests.conftest import needs_extra, run_quick_bench
 
-# The benchmarks compare against peers from the bench extra (`make test` installs it); a
-# plain `pip install -e .[dev]` checkout skips this module instead of failing on imports.
-pytest.importorskip("pgmq", reason="the bench extra is not installed: pip install -e '.[bench]'")
+pytestmark = needs_extra("bench")
 
 CASES = (
     "send",

@@ -8,6 +8,8 @@ import time
 import pytest
 
 import pgq_django as pgq
+from pgq_django import notify
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,7 +43,7 @@ def test_read_with_poll_is_woken_by_a_commit_in_another_connection(queue_name):
     def send_later() -> None:
         from django.db import connections
 
-        time.sleep(0.5)
+        wait_until(lambda: notify.hub().waiters() >= 1, what="the poll to wait")
         pgq.send(queue_name, "wake up")
         connections.close_all()
 
@@ -81,7 +83,9 @@ def test_async_read_with_poll_waits_on_the_event_loop_and_is_woken_by_notify(que
 
     async def scenario():
         async def send_later():
-            await asyncio.sleep(0.5)
+            await asyncio.to_thread(
+                wait_until, lambda: notify.hub().waiters() >= 1, what="the poll to wait"
+            )
             # The sync thread is free while the poll waits, so this send is not blocked.
             return await sync_to_async(pgq.send)(queue_name, "async wake")
 

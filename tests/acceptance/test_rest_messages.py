@@ -6,8 +6,10 @@ import threading
 import time
 
 import pytest
+import requests
 
 import pgq_django as pgq
+from tests.conftest import wait_until
 
 
 @pytest.fixture
@@ -98,9 +100,12 @@ def test_label_filter_and_dead_letter_queue(admin_api):
     assert [d["body"] for d in consume(admin_api, "q_dlq")] == ["b"]
 
 
-def test_a_long_poll_is_woken_by_a_send(admin_api, q):
+def test_a_long_poll_is_woken_by_a_send(admin_api, q, live_url):
+    def waiting() -> int:
+        return requests.get(f"{live_url}/_test/waiters", timeout=30).json()["waiters"]
+
     def send_later():
-        time.sleep(0.5)
+        wait_until(lambda: waiting() >= 1, what="the long poll to wait")
         pgq.send(q, "wake")
         from django.db import connections
 

@@ -16,11 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import ROOT, needs_extra, subprocess_env
 
-pytest.importorskip(
-    "matplotlib", reason="the bench extra is not installed: pip install -e '.[bench]'"
-)
+pytestmark = needs_extra("bench")
 
 MESSAGES = 20_000
 

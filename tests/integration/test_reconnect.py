@@ -10,7 +10,6 @@ per-test transaction (``transactional_db``) because recovery never acts inside o
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from django.db import OperationalError, connection, transaction
 import pgq_django as pgq
 from pgq_django.models import Message
 from pgq_django.notify import connection_params
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,14 +30,6 @@ def admin() -> Iterator[psycopg.Connection[Any]]:
     """A second connection, the one that terminates sessions and holds locks."""
     with psycopg.connect(**connection_params(), autocommit=True) as conn:
         yield conn
-
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)
 
 
 def activity(admin: psycopg.Connection[Any], pid: int) -> Any:
@@ -51,7 +43,7 @@ def activity(admin: psycopg.Connection[Any], pid: int) -> Any:
 def terminate(admin: psycopg.Connection[Any], pid: int) -> None:
     """End a backend and wait until it is gone, as after a server restart."""
     admin.execute("SELECT pg_terminate_backend(%s)", [pid])
-    wait_until(lambda: activity(admin, pid) is None, "the backend to exit")
+    wait_until(lambda: activity(admin, pid) is None, what="the backend to exit")
 
 
 def backend_pid() -> int:
@@ -152,7 +144,7 @@ class Blocked:
             self.admin.execute("LOCK TABLE pgq_queue IN ACCESS EXCLUSIVE MODE")
             thread = threading.Thread(target=self._run)
             thread.start()
-            wait_until(lambda: self.pid and self._waiting(), "the statement to wait on the lock")
+            wait_until(lambda: self.pid and self._waiting(), what="the statement to wait")
             terminate(self.admin, self.pid)
         thread.join(timeout=60)
         assert not thread.is_alive()

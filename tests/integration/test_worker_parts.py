@@ -15,6 +15,7 @@ from pgq_django.worker.leader import Leader, LeaderConfig
 from pgq_django.worker.leases import LeaseExtender
 from pgq_django.worker.loop import Worker
 from pgq_django.worker.notifier import Notifier, Wakeup
+from tests.conftest import time_passes
 from tests.worker_handlers import EFFECTS_DDL
 
 
@@ -198,8 +199,8 @@ def test_a_failing_duty_does_not_stop_the_others(db):
 
 
 def test_default_duties_run_expiry_retention_and_rescue(queue):
-    pgq.send(queue, {}, expires_in=0.001)
-    time.sleep(0.01)
+    pgq.send(queue, {}, expires_in=1)
+    time_passes(queue, 2)
     done = maintenance.run_due(maintenance.default_duties(60), force=True)
     assert done["expire"] == 1
     assert set(done) >= {"rescue", "expire", "retention", "counters", "partitions"}

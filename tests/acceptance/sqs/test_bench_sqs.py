@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_quick_bench
+from tests.conftest import needs_extra, run_quick_bench
+
+pytestmark = needs_extra("bench")
 
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 

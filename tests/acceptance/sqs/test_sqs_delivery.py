@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 from django.db import connection
 
 import pgq_django as pgq
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -27,14 +28,6 @@ def _arn(sqs, url: str) -> str:
     return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
-
-
-def wait_until(predicate, *, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture
