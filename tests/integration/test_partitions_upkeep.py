@@ -105,16 +105,6 @@ def test_repair_gives_each_stretch_of_default_rows_its_own_range_on_the_grid(
     assert _count("pgq_message_default") + _count("pgq_archived_message_default") == 0
 
 
-def test_the_slot_of_a_stray_row_continues_the_grid_and_fits_its_gap() -> None:
-    ranges = [(100, 200), (500, 600)]
-    assert partitions._slot(250, ranges, 100) == (200, 300)
-    assert partitions._slot(450, ranges, 100) == (400, 500)
-    assert partitions._slot(480, ranges, 300) == (200, 500)  # clipped to the gap
-    assert partitions._slot(50, ranges, 30) == (40, 70)  # back from the range above
-    assert partitions._slot(650, ranges, 100) == (600, 700)
-    assert partitions._slot(1, [], 100) == (1, 101)
-
-
 def test_upkeep_repairs_first_so_premade_ranges_follow_the_repaired_one(past_every_range, queue):
     top = past_every_range
     pgq.send_batch(queue, ["x"])
