@@ -14,5 +14,5 @@ from pgq_django.models import Exchange, Queue
 def test_changelists_have_no_delete_selected_action(db, model):
     request = RequestFactory().get("/admin/")
     request.user = User.objects.create_superuser("root", "root@example.com", "pw")
-    actions = site._registry[model].get_actions(request)
+    actions = site.get_model_admin(model).get_actions(request)
     assert "delete_selected" not in actions

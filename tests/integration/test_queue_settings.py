@@ -65,7 +65,7 @@ def test_an_unknown_setting_is_refused_by_name(db):
 def test_the_admin_form_explains_each_setting_with_the_tables_words(db):
     request = RequestFactory().get("/admin/")
     request.user = User.objects.create_superuser("root", "root@example.com", "pw")
-    form = site._registry[Queue].get_form(request)()
+    form = site.get_model_admin(Queue).get_form(request)()
     shown = [name for name in pgq.QUEUE_SETTINGS if name in form.fields]
     assert {"visibility_timeout", "retention", "max_retries", "callback"} <= set(shown)
     for name in shown:
@@ -75,7 +75,7 @@ def test_the_admin_form_explains_each_setting_with_the_tables_words(db):
 def test_the_admin_form_refuses_a_value_past_the_tables_bound(db):
     request = RequestFactory().get("/admin/")
     request.user = User.objects.create_superuser("root", "root@example.com", "pw")
-    form_class = site._registry[Queue].get_form(request)
+    form_class = site.get_model_admin(Queue).get_form(request)
     too_many = pgq.QUEUE_SETTINGS["max_retries"].maximum + 1
     form = form_class(
         data={
