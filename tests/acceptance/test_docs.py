@@ -139,14 +139,6 @@ def test_howto_samples_run_and_answer_what_their_comments_say(page: str) -> None
     assert checked > 0 or page != "receipts.md"
 
 
-def test_every_python_block_of_every_page_compiles() -> None:
-    """No page shows code that cannot even be pasted (a top-level ``await``, a typo)."""
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    for path in pages:
-        for number, block in enumerate(_python_blocks(path), 1):
-            compile(block, f"{path.relative_to(ROOT)}:block{number}", "exec")
-
-
 def _public_api_ids() -> list[str]:
     """Anchors mkdocstrings gives the public functions, classes and exceptions."""
     from pgq_django import _EXPORTS
