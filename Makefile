@@ -30,7 +30,7 @@ test: venv browser
 # One layer at a time (CONTRIBUTING.md): unit needs no database, integration the real
 # PostgreSQL in-process, acceptance real processes, servers, Chromium and Spark.
 test-unit: venv
-	$(BIN)/python -m pytest tests/unit
+	PGQ_TEST_NO_DATABASE=1 $(BIN)/python -m pytest tests/unit
 
 test-integration: venv
 	$(BIN)/python -m pytest tests/integration
