@@ -29,6 +29,20 @@ _PROCESSES = frozenset({"spawn", "live_url", "live_server", "sqs_endpoint"})
 LAYERS = {"unit": _DATABASE | _PROCESSES, "integration": _PROCESSES, "acceptance": frozenset()}
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test belongs to a layer: a test file added outside the three directories (a
+    branch written before the split, say) stops the run instead of escaping ``-m unit``."""
+    stray = sorted(
+        {str(item.path) for item in items if not any(item.get_closest_marker(n) for n in LAYERS)}
+    )
+    if stray:
+        raise pytest.UsageError(
+            "move these test files into tests/unit, tests/integration or tests/acceptance"
+            " (CONTRIBUTING.md says which):\n" + "\n".join(stray)
+        )
+
+
 def assign_layer(items: list[pytest.Item], directory: Path, layer: str) -> None:
     """Mark the items under ``directory`` with ``layer``; refuse one that uses too much.
 
