@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: venv test demo bench docs lint typecheck tox clean browser
+.PHONY: venv test test-unit test-integration test-acceptance demo bench docs lint typecheck tox clean browser
 
 venv: $(STAMP)
 
@@ -26,6 +26,17 @@ browser:
 
 test: venv browser
 	$(BIN)/python -m pytest
+
+# One layer at a time (CONTRIBUTING.md): unit needs no database, integration the real
+# PostgreSQL in-process, acceptance real processes, servers, Chromium and Spark.
+test-unit: venv
+	PGQ_TEST_NO_DATABASE=1 $(BIN)/python -m pytest tests/unit
+
+test-integration: venv
+	$(BIN)/python -m pytest tests/integration
+
+test-acceptance: venv browser
+	$(BIN)/python -m pytest tests/acceptance
 
 lint: venv
 	$(BIN)/ruff check pgq_django tests bench example_project

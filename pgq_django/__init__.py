@@ -176,7 +176,7 @@ if TYPE_CHECKING:
     # What type checkers see: the real names, re-exported explicitly (``as``) so that
     # --no-implicit-reexport accepts them, and the async twins with their functions'
     # parameters. At run time __getattr__ below imports each name on first use instead.
-    # tests/test_typing.py keeps this block and _EXPORTS in step.
+    # tests/unit/test_typing.py keeps this block and _EXPORTS in step.
     from .api.delivery import Result as Result
     from .api.delivery import archive_cancelled as archive_cancelled
     from .api.delivery import cancel as cancel

@@ -224,11 +224,12 @@ def _premake(premake: int | None, *, dry_run: bool) -> Iterator[str]:
 # -- repair ----------------------------------------------------------------------------------
 
 
-def _slot(msg_id: int, ranges: list[tuple[int, int]], size: int) -> tuple[int, int]:
+def repair_slot(msg_id: int, ranges: list[tuple[int, int]], size: int) -> tuple[int, int]:
     """The range a new partition for ``msg_id`` should cover, between the existing ones.
 
     It sits on the grid of ``size``-wide steps that continues from the nearest range below
-    (or, with none below, back from the nearest above), clipped to the gap it is in.
+    (or, with none below, back from the nearest above), clipped to the gap it is in. Pure
+    arithmetic on the ranges given, so it is tested on its own (tests/unit).
     """
     below = max((u for _, u in ranges if u <= msg_id), default=None)
     above = min((lo for lo, _ in ranges if lo > msg_id), default=None)
@@ -259,7 +260,7 @@ def plan_repair(table: str) -> list[tuple[int, int, int]]:
         found = _one(statements.DEFAULT_NEXT_ID.format(partition=default), [start])[0]
         if found is None:
             return planned
-        lower, upper = _slot(int(found), ranges, size)
+        lower, upper = repair_slot(int(found), ranges, size)
         rows = int(_one(statements.COUNT_RANGE.format(partition=default), [lower, upper])[0])
         planned.append((lower, upper, rows))
         ranges.append((lower, upper))

@@ -2,8 +2,8 @@
 
 Each process that imports it appends its pid to the file ``PGQ_IMPORT_CANARY`` names; with
 ``PGQ_IMPORT_CANARY_FAILS`` set, the import then raises, as a callback module with a broken
-import-time dependency would. tests/test_worker_processes.py uses it to check that a worker
-serving other queues never imports it.
+import-time dependency would. tests/acceptance/test_worker_processes.py uses it to check
+that a worker serving other queues never imports it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""A handler for tests/test_security.py's worker processes: it succeeds, then returns a value
-PostgreSQL cannot store. Each run appends a line to ``runs_file`` (outside the transaction),
-so a test can count how often the work was done."""
+"""A handler for tests/acceptance/test_security.py's worker processes: it succeeds, then
+returns a value PostgreSQL cannot store. Each run appends a line to ``runs_file`` (outside
+the transaction), so a test can count how often the work was done."""
 
 from __future__ import annotations
 

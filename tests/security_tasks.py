@@ -1,6 +1,7 @@
 """What a forged task message may name: a real task, a plain function, another backend's task.
 
-Imported by tests/test_security.py (under TEST_TASKS) and by the worker processes it starts.
+Imported by tests/acceptance/test_security.py (under TEST_TASKS) and by the worker processes
+it starts.
 """
 
 from __future__ import annotations

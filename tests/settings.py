@@ -10,7 +10,14 @@ SECRET_KEY = "tests-only-not-secret"
 DEBUG = False
 USE_TZ = True
 ALLOWED_HOSTS = ["*"]
-DATABASES = {"default": database_settings(BASE_DIR / ".pgdata" / "tests")}
+# PGQ_TEST_NO_DATABASE=1 (`make test-unit`): no server is started or attached to; unit tests
+# never connect (tests/unit/conftest.py refuses database fixtures), so none is needed.
+_NOWHERE = {"ENGINE": "django.db.backends.postgresql", "NAME": "no_database_in_unit_tests"}
+DATABASES = {
+    "default": _NOWHERE
+    if os.environ.get("PGQ_TEST_NO_DATABASE")
+    else database_settings(BASE_DIR / ".pgdata" / "tests")
+}
 # PGQ_TEST_DB lets several test runs share one server; worker subprocesses started by
 # tests get PGQ_USE_TEST_DB=1 so they connect to the test database instead of the main one.
 TEST_DB_NAME = os.environ.get("PGQ_TEST_DB", "pgq_test")
@@ -55,8 +62,9 @@ STATIC_URL = "/static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PGQ = {"DEFAULT_VISIBILITY_TIMEOUT": 30}
 
-# The django.tasks backend and a second, non-pgq backend, as tests/test_security.py uses them
-# in-process (override_settings) and in worker processes it starts with PGQ_TEST_TASKS=1.
+# The django.tasks backend and a second, non-pgq backend, as
+# tests/acceptance/test_security.py uses them in-process (override_settings) and in worker
+# processes it starts with PGQ_TEST_TASKS=1.
 try:
     import django.tasks  # noqa: F401
 

@@ -18,9 +18,9 @@ A statement is a module-level constant in UPPER_CASE whose value is SQL text, a
 :class:`psycopg.sql.Composable` (templates filled with identifiers), or a dict of texts
 keyed by queue shape (``READ[fifo]``); a ``# -- name --`` comment above it says what it
 does. Each is run by exactly one manager method through the one runner,
-:mod:`pgq_django.db` (``tests/test_sql.py`` checks it); the Spark executors, which have no
-Django, run :mod:`.spark`'s statements and reuse the managers' ones on psycopg connections
-of their own. Values always travel as parameters.
+:mod:`pgq_django.db` (``tests/integration/test_sql.py`` checks it); the Spark executors,
+which have no Django, run :mod:`.spark`'s statements and reuse the managers' ones on psycopg
+connections of their own. Values always travel as parameters.
 
 Nothing here imports Django, so the same texts can run where Django is not set up.
 """

@@ -138,9 +138,13 @@ class LeaseExtender(Service[LeaseExtenderConfig]):
             self._nack(lease, TIMED_OUT.format(timeout=lease.timeout))
         return len(late)
 
-    def extend_due(self) -> int:
-        """Extend the leases that are more than half used; returns how many."""
-        now = time.monotonic()
+    def extend_due(self, now: float | None = None) -> int:
+        """Extend the leases that are more than half used; returns how many.
+
+        ``now`` (a ``time.monotonic()`` reading, default the present) lets a caller ask which
+        leases a later check would extend, without waiting for that moment.
+        """
+        now = time.monotonic() if now is None else now
         with self._lease_lock:
             due = [
                 (msg_id, lease)

@@ -1,0 +1,199 @@
+"""FIFO queues, dead-letter queues with redrive, and long polling, through real boto3."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from botocore.exceptions import ClientError
+from django.db import connection
+
+import pgq_django as pgq
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def _code(exc: pytest.ExceptionInfo[ClientError]) -> str:
+    return str(exc.value.response["Error"]["Code"])
+
+
+def _name(url: str) -> str:
+    return url.rsplit("/", 1)[1]
+
+
+def _arn(sqs, url: str) -> str:
+    return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+
+
+@pytest.fixture
+def fifo_url(sqs, new_name):
+    return sqs.create_queue(QueueName=new_name(fifo=True), Attributes={"FifoQueue": "true"})[
+        "QueueUrl"
+    ]
+
+
+def test_fifo_delivers_each_group_in_order_one_message_at_a_time(sqs, fifo_url):
+    sent = []
+    for body, group in [("a1", "A"), ("b1", "B"), ("a2", "A"), ("a3", "A"), ("b2", "B")]:
+        answer = sqs.send_message(
+            QueueUrl=fifo_url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=body
+        )
+        sent.append(answer["SequenceNumber"])
+    assert sent == sorted(sent)
+    first = sqs.receive_message(QueueUrl=fifo_url, MaxNumberOfMessages=10, AttributeNames=["All"])[
+        "Messages"
+    ]
+    assert sorted(m["Body"] for m in first) == ["a1", "b1"]  # the head of each group
+    a1 = next(m for m in first if m["Body"] == "a1")
+    assert a1["Attributes"]["MessageGroupId"] == "A"
+    assert a1["Attributes"]["MessageDeduplicationId"] == "a1"
+    assert a1["Attributes"]["SequenceNumber"] == sent[0]
+    # While a group's head is in flight, nothing behind it is delivered.
+    assert sqs.receive_message(QueueUrl=fifo_url, MaxNumberOfMessages=10).get("Messages") is None
+    order: dict[str, list[str]] = {"A": [], "B": []}
+    for message in first:
+        order[message["Body"][0].upper()].append(message["Body"])
+        sqs.delete_message(QueueUrl=fifo_url, ReceiptHandle=message["ReceiptHandle"])
+    while True:
+        got = sqs.receive_message(QueueUrl=fifo_url, MaxNumberOfMessages=10).get("Messages", [])
+        if not got:
+            break
+        for message in got:
+            order[message["Body"][0].upper()].append(message["Body"])
+            sqs.delete_message(QueueUrl=fifo_url, ReceiptHandle=message["ReceiptHandle"])
+    assert order == {"A": ["a1", "a2", "a3"], "B": ["b1", "b2"]}
+
+
+def test_fifo_deduplicates_by_id_and_by_content(sqs, new_name):
+    url = sqs.create_queue(
+        QueueName=new_name(fifo=True),
+        Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+    )["QueueUrl"]
+    first = sqs.send_message(
+        QueueUrl=url, MessageBody="x", MessageGroupId="g", MessageDeduplicationId="d"
+    )
+    again = sqs.send_message(
+        QueueUrl=url, MessageBody="y", MessageGroupId="g", MessageDeduplicationId="d"
+    )
+    assert again["MessageId"] == first["MessageId"]
+    by_content = sqs.send_message(QueueUrl=url, MessageBody="same", MessageGroupId="g")
+    repeated = sqs.send_message(QueueUrl=url, MessageBody="same", MessageGroupId="g")
+    other = sqs.send_message(QueueUrl=url, MessageBody="different", MessageGroupId="g")
+    assert repeated["MessageId"] == by_content["MessageId"] != other["MessageId"]
+    assert pgq.metrics(_name(url)).queue_length == 3
+    batch = sqs.send_message_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": "1", "MessageBody": "same", "MessageGroupId": "g"},
+            {"Id": "2", "MessageBody": "new", "MessageGroupId": "g", "MessageDeduplicationId": "n"},
+        ],
+    )
+    assert batch["Successful"][0]["MessageId"] == by_content["MessageId"]
+    assert pgq.metrics(_name(url)).queue_length == 4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "code"),
+    [
+        ({"MessageDeduplicationId": "d"}, "MissingParameter"),  # no MessageGroupId
+        ({"MessageGroupId": "g"}, "InvalidParameterValue"),  # no dedup id, no content dedup
+        (
+            {"MessageGroupId": "g", "MessageDeduplicationId": "d", "DelaySeconds": 5},
+            "InvalidParameterValue",
+        ),
+        ({"MessageGroupId": "has space", "MessageDeduplicationId": "d"}, "InvalidParameterValue"),
+    ],
+)
+def test_fifo_sends_missing_their_rules_send_nothing(sqs, fifo_url, kwargs, code):
+    with pytest.raises(ClientError) as caught:
+        sqs.send_message(QueueUrl=fifo_url, MessageBody="x", **kwargs)
+    assert _code(caught) == code
+    assert pgq.metrics(_name(fifo_url)).queue_length == 0
+
+
+def test_messages_move_to_the_dead_letter_queue_after_max_receive_count_and_back(sqs, new_name):
+    dlq_url = sqs.create_queue(QueueName=new_name())["QueueUrl"]
+    policy = json.dumps({"deadLetterTargetArn": _arn(sqs, dlq_url), "maxReceiveCount": 2})
+    url = sqs.create_queue(QueueName=new_name(), Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    sent = sqs.send_message(QueueUrl=url, MessageBody="poison")
+    for count in ("1", "2"):
+        got = sqs.receive_message(
+            QueueUrl=url, VisibilityTimeout=0, AttributeNames=["ApproximateReceiveCount"]
+        )["Messages"]
+        assert got[0]["Attributes"]["ApproximateReceiveCount"] == count
+    # The third receive exceeds maxReceiveCount: the message moves instead of coming back.
+    assert sqs.receive_message(QueueUrl=url).get("Messages") is None
+    assert pgq.metrics(_name(url)).queue_length == 0
+    dead = sqs.receive_message(QueueUrl=dlq_url, AttributeNames=["All"])["Messages"][0]
+    assert dead["Body"] == "poison"
+    assert dead["MessageId"] == sent["MessageId"]
+    assert dead["Attributes"]["DeadLetterQueueSourceArn"] == _arn(sqs, url)
+    assert dead["Attributes"]["ApproximateReceiveCount"] == "1"
+    sqs.change_message_visibility(
+        QueueUrl=dlq_url, ReceiptHandle=dead["ReceiptHandle"], VisibilityTimeout=0
+    )
+
+    task = sqs.start_message_move_task(SourceArn=_arn(sqs, dlq_url))
+    assert task["TaskHandle"]
+    back = sqs.receive_message(QueueUrl=url, AttributeNames=["ApproximateReceiveCount"])["Messages"]
+    assert [m["Body"] for m in back] == ["poison"]
+    assert back[0]["Attributes"]["ApproximateReceiveCount"] == "1"
+    assert pgq.metrics(_name(dlq_url)).queue_length == 0
+
+
+def test_a_move_task_needs_a_dead_letter_queue_that_exists(sqs, new_name):
+    url = sqs.create_queue(QueueName=new_name())["QueueUrl"]
+    with pytest.raises(ClientError) as caught:
+        sqs.start_message_move_task(SourceArn=_arn(sqs, url))
+    assert _code(caught) == "InvalidParameterValue"
+    with pytest.raises(sqs.exceptions.ResourceNotFoundException):
+        sqs.start_message_move_task(SourceArn="arn:aws:sqs:eu-west-1:000000000000:nope")
+
+
+def _listening_backends() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND query ILIKE 'LISTEN%%' AND pid <> pg_backend_pid()"
+        )
+        return int(cursor.fetchone()[0])
+
+
+def test_a_long_poll_returns_a_message_sent_from_another_connection_while_it_waits(sqs, new_name):
+    name = new_name()
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    outcome: dict = {}
+
+    def receive() -> None:
+        outcome["started"] = time.time()
+        outcome["answer"] = sqs.receive_message(
+            QueueUrl=url, WaitTimeSeconds=20, AttributeNames=["SentTimestamp"]
+        )
+        outcome["ended"] = time.time()
+
+    waiter = threading.Thread(target=receive)
+    waiter.start()
+    # The server is waiting once it listens for notifications.
+    wait_until(lambda: _listening_backends() > 0, what="the long poll to listen")
+    pgq.send(name, "wake up")  # this test's own connection, committed at once
+    waiter.join(timeout=60)
+    messages = outcome["answer"]["Messages"]
+    assert [m["Body"] for m in messages] == ["wake up"]
+    # The message did not exist when the receive began: the long poll picked it up.
+    assert int(messages[0]["Attributes"]["SentTimestamp"]) >= int(outcome["started"] * 1000)
+    print(f"long poll answered {outcome['ended'] - outcome['started']:.3f} s after it began")
+
+
+def test_a_long_poll_on_an_empty_queue_answers_nothing_after_the_wait(sqs, new_name):
+    url = sqs.create_queue(QueueName=new_name(), Attributes={"ReceiveMessageWaitTimeSeconds": "1"})[
+        "QueueUrl"
+    ]
+    assert sqs.receive_message(QueueUrl=url).get("Messages") is None
+    with pytest.raises(ClientError) as caught:
+        sqs.receive_message(QueueUrl=url, WaitTimeSeconds=21)
+    assert _code(caught) == "InvalidParameterValue"

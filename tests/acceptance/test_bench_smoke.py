@@ -1,0 +1,80 @@
+"""The core benchmark runs end to end: ``python -m bench.core --quick`` on the test database.
+
+Speed is never asserted here (that lives in bench/ and docs/performance.md); this checks that
+the benchmark works: every contender ran every case and the table holds numeric ratios.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.conftest import needs_extra, run_quick_bench
+
+pytestmark = needs_extra("bench")
+
+CASES = (
+    "send",
+    "send_batch(100)",
+    "read+delete qty 1, 1 consumer",
+    "read+delete qty 100, 1 consumer",
+    "read+delete qty 1, 4 consumers",
+    "read+delete qty 100, 4 consumers",
+)
+NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
+
+
+@pytest.mark.slow
+def test_quick_core_benchmark_prints_a_table_of_numeric_ratios(transactional_db: Any) -> None:
+    out = run_quick_bench("bench.core")
+    for case in CASES:
+        row = re.search(
+            rf"^\| {re.escape(case)} +\|"
+            rf" ({NUMBER}) +\| ({NUMBER}) +\| ({NUMBER}) +\| ({NUMBER}) +\| ({NUMBER}) +\|",
+            out,
+            re.MULTILINE,
+        )
+        assert row, f"no numeric row for {case!r} in:\n{out}"
+        pgq_rate, hand_rate, pgmq_rate, vs_hand, vs_pgmq = (
+            float(g.replace(",", "")) for g in row.groups()
+        )
+        assert min(pgq_rate, hand_rate, pgmq_rate, vs_hand, vs_pgmq) > 0
+    assert re.search(rf"read latency, .* backlogged +\| .* \| ({NUMBER}) +\|", out)
+    assert re.search(rf"read_with_poll wake-up p50 / p95 \(pgq_django\) +\| .* \| ({NUMBER})", out)
+    assert "results: " in out
+
+
+def test_quick_benchmark_leaves_no_queues_behind(transactional_db: Any) -> None:
+    """The run above (or any run) drops its queues; a fresh run here does too."""
+    import pgq_django as pgq
+
+    run_quick_bench("bench.core", "--only", "send")
+    assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_core_")]
+
+
+REST_CASES = ("send (p50 per call)", "send (p50, http.client)", "send batch 100", "consume+ack 100")
+
+
+@pytest.mark.slow
+def test_quick_rest_benchmark_prints_a_table_of_numeric_ratios(transactional_db: Any) -> None:
+    """``python -m bench.rest --quick``: a live uvicorn on the test database, REST vs Python."""
+    for module in ("requests", "aiohttp", "uvicorn"):  # the bench extra
+        pytest.importorskip(module)
+    import pgq_django as pgq
+
+    out = run_quick_bench("bench.rest")
+    for case in (*REST_CASES, "metrics scrape, 50 queues"):
+        row = re.search(
+            rf"^\| {re.escape(case)} +\| ({NUMBER}) +\| ({NUMBER}) +\| ({NUMBER})x",
+            out,
+            re.MULTILINE,
+        )
+        assert row, f"no numeric row for {case!r} in:\n{out}"
+        rest_ms, python_ms, ratio = (float(g.replace(",", "")) for g in row.groups())
+        assert min(rest_ms, python_ms, ratio) > 0
+    assert re.search(rf"Each on its own queue, send → woken answer: p50 {NUMBER} ms", out), out
+    assert re.search(rf"All on one queue, 5 sends one at a time: p50 {NUMBER} ms", out), out
+    assert "results: " in out
+    assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_")]
