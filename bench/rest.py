@@ -26,8 +26,6 @@ import asyncio
 import http.client as http_client
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -45,50 +43,6 @@ def _rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
-
-
-def _start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, socket.socket]:
-    sock = socket.socket()
-    # uvicorn takes an inherited socket (--fd) for a Unix one and leaves Nagle on; accepted
-    # sockets inherit TCP_NODELAY from the listener, so set it here (else +40 ms a call).
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(4096)
-    sock.set_inheritable(True)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "pgq_django.asgi:get_asgi_application",
-            "--factory",
-            "--fd",
-            str(sock.fileno()),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-            "--lifespan",
-            "off",
-            # Keep idle keep-alive connections while the other contender takes its turn.
-            "--timeout-keep-alive",
-            "300",
-        ],
-        pass_fds=[sock.fileno()],
-        cwd=common.ROOT,
-        env=env,
-    )
-    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    import requests
-
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            requests.get(base + "/v1/queues", timeout=5)
-            return proc, base, sock
-        except requests.ConnectionError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the benchmark server did not start") from None
-            time.sleep(0.1)
 
 
 def _timed_each(n: int, call: Any) -> list[float]:
@@ -337,6 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
+    from pgq_django.testing import start_asgi_server
+
     rounds = args.rounds or (3 if args.quick else 15)
     user, _ = get_user_model().objects.update_or_create(
         username="bench_rest", defaults={"is_staff": True, "is_superuser": False}
@@ -344,13 +300,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     token, _ = Token.objects.get_or_create(user=user)
     common.close_django_connections()
     env = {**os.environ, "PYTHONPATH": str(common.ROOT)}
-    proc, base, sock = _start_server(env)
+    # Idle keep-alive connections are kept while the other contender takes its turn.
+    server = start_asgi_server(
+        "pgq_django.asgi:get_asgi_application",
+        factory=True,
+        env=env,
+        cwd=common.ROOT,
+        ready_path="/v1/queues",
+        options=["--timeout-keep-alive", "300"],
+    )
+    base = server.url
     try:
         http = requests.Session()
         http.headers["Authorization"] = f"Token {token.key}"
         original = http.request
         http.request = lambda method, url, *a, **k: original(method, base + url, *a, **k)  # type: ignore[method-assign]
-        http.base_address = sock.getsockname()  # type: ignore[attr-defined]
+        http.base_address = server.listener.getsockname()  # type: ignore[attr-defined]
         rows = _throughput_cases(http, user, rounds, 30 if args.quick else 600)
         rows.append(_metrics_case(http, 50 if args.quick else 1000, rounds))
         common.print_table(
@@ -360,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         waiters = 20 if args.quick else WAITERS
         herd_sends = 5 if args.quick else 50
-        polls = asyncio.run(_long_polls(base, token.key, user, proc.pid, waiters, herd_sends))
+        polls = asyncio.run(_long_polls(base, token.key, user, server.pid, waiters, herd_sends))
         rss = polls["rss_kib"]
         wake = polls["wake_ms"]
         one = polls["one_queue"]
@@ -381,9 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(f"\nresults: {path}")
     finally:
-        proc.terminate()
-        proc.wait(timeout=15)
-        sock.close()
+        server.stop(timeout=15)
     return 0
 
 
