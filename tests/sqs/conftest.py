@@ -16,7 +16,6 @@ import pytest
 
 from ..http_server import start_uvicorn, stop, wait_for_server_connections_to_close
 
-
 # The two ways pgq_django.asgi serves the endpoint: through Django's request cycle (the
 # view, as any server running Django's handler does) and through the lean ASGI path.
 SERVER_PATHS = {"django": "0", "lean": "1"}
