@@ -128,8 +128,9 @@ class PooledASGIHandler(ASGIHandler):
         if scope["type"] != "http":
             # Django answers only HTTP; let the server see the same refusal.
             return await super().__call__(scope, receive, send)
-        async with ThreadSensitiveContext(executor=next(self._next)):
-            if self.sqs is not None and await self.sqs(scope, receive, send):
+        executor = next(self._next)
+        async with ThreadSensitiveContext(executor=executor):
+            if self.sqs is not None and await self.sqs(scope, receive, send, executor):
                 return
             if self.one_hop:
                 needs_loop, match = resolve_scope(scope)

@@ -24,7 +24,10 @@ to resolve to the endpoint view; a project that does not mount it is served by D
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -114,9 +117,16 @@ class LeanEndpoint:
         scope: dict[str, Any],
         receive: Callable[[], Awaitable[dict[str, Any]]],
         send: Callable[[dict[str, Any]], Awaitable[None]],
+        executor: Executor | None = None,
     ) -> bool:
         """Answer the request and return True, or return False, having read nothing, for a
-        request Django's path must answer."""
+        request Django's path must answer.
+
+        ``executor`` is the request's database thread (one of pgq_django.asgi's): the
+        request's work is handed to it directly, without asgiref's bookkeeping for
+        ``sync_to_async``, which this work does not need (it calls no ``async_to_sync``
+        and reads no request-scoped ``Local``). Without one, ``sync_to_async`` picks it.
+        """
         if scope["type"] != "http" or not settings.SQS_ENABLED or not self.serves(scope):
             return False
         headers = _headers(scope)
@@ -155,11 +165,23 @@ class LeanEndpoint:
             signals.request_finished.send(sender=LeanEndpoint)
 
         answer = await protocol.respond(
-            request, before=started, after=finished, disconnected=_disconnect_of(receive)
+            request,
+            before=started,
+            after=finished,
+            disconnected=_disconnect_of(receive),
+            run_sync=_runner(executor) if executor is not None else None,
         )
         if answer is not None:
             await _send(send, answer)
         return True
+
+
+def _runner(executor: Executor) -> protocol.RunSync:
+    async def run(function: Callable[[], Any]) -> Any:
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(executor, context.run, function)
+
+    return run
 
 
 class _ClientGone(Exception):

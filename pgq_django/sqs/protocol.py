@@ -80,6 +80,13 @@ class Answer:
     body: bytes
 
 
+RunSync = Callable[[Callable[[], Any]], Awaitable[Any]]
+
+
+async def _thread_sensitive(function: Callable[[], Any]) -> Any:
+    return await sync_to_async(function, thread_sensitive=True)()
+
+
 def _answer(status: int, body: dict[str, Any], request_id: str, *extra: tuple[str, str]) -> Answer:
     return Answer(
         status,
@@ -181,6 +188,7 @@ async def respond(
     before: Callable[[], None] | None = None,
     after: Callable[[], None] | None = None,
     disconnected: Callable[[], Awaitable[None]] | None = None,
+    run_sync: RunSync | None = None,
 ) -> Answer | None:
     """The answer to ``request``: one hop to the database thread, and, for a ReceiveMessage
     that must wait, the wait on the event loop and one more hop to answer.
@@ -190,9 +198,11 @@ async def respond(
     request keeps the connection handling Django gives it, without hops of its own).
     ``disconnected``, if given, returns once the client has gone away: a long poll then
     stops waiting and there is no answer (None). (Django's handler cancels the view
-    instead.)
+    instead.) ``run_sync(function)`` runs a function in the database thread (default:
+    ``sync_to_async(function, thread_sensitive=True)()``).
     """
     request_id = str(uuid.uuid4())
+    hop = run_sync or _thread_sensitive
 
     def first() -> Any:
         result: Any = None
@@ -207,9 +217,9 @@ async def respond(
                 after()
         return result
 
-    result = await sync_to_async(first, thread_sensitive=True)()
+    result = await hop(first)
     if isinstance(result, receiving.Receive):
-        result = await _wait_and_finish(result, request_id, after, disconnected)
+        result = await _wait_and_finish(result, request_id, after, disconnected, hop)
         if result is None:
             return None
     if isinstance(result, Answer):
@@ -222,6 +232,7 @@ async def _wait_and_finish(
     request_id: str,
     after: Callable[[], None] | None,
     disconnected: Callable[[], Awaitable[None]] | None,
+    hop: RunSync,
 ) -> Any:
     """Long poll on the event loop, then answer in the database thread (None if the client
     went away meanwhile)."""
@@ -240,17 +251,17 @@ async def _wait_and_finish(
             await plan.wait_for_messages()
         elif not await _unless_gone(plan.wait_for_messages(), disconnected()):
             if after is not None:
-                await sync_to_async(after, thread_sensitive=True)()
+                await hop(after)
             return None
     except Exception as exc:
         if after is not None:
-            await sync_to_async(after, thread_sensitive=True)()
+            await hop(after)
         return refusal(exc, request_id)
     except BaseException:  # cancelled: the client went away
         if after is not None:
-            await sync_to_async(after, thread_sensitive=True)()
+            await hop(after)
         raise
-    return await sync_to_async(last, thread_sensitive=True)()
+    return await hop(last)
 
 
 async def _unless_gone(work: Awaitable[None], gone: Awaitable[None]) -> bool:
