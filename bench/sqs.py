@@ -20,7 +20,10 @@ to a uvicorn process, and the answer parsed and its MD5 digests checked. Three s
   with no endpoint at all.
 
 The table prints messages per second and how many times longer each takes than the Python
-API (the median of the per-round ratios; the goal for the lean path is within 3x).
+API (the median of the per-round ratios; the goal for the lean path is within 3x), and the
+same ratio in CPU seconds (bench/cputime.py): this process, the server process and the
+PostgreSQL backends serving each contender, which holds still when other work on the
+machine makes the wall-clock ratio swing.
 Run: ``python -m bench.sqs`` (``--quick`` for a smoke run, ``--rounds N``).
 """
 
@@ -34,6 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import common
+from .cputime import Meter
 
 if TYPE_CHECKING:
     from pgq_django.testing import LiveServer
@@ -49,6 +53,32 @@ VIEW = "boto3, Django view"
 CANNED = "boto3, canned answers"
 SEND_CASE = f"SendMessageBatch({BATCH})"
 RECEIVE_CASE = f"ReceiveMessage({BATCH})+DeleteMessageBatch"
+
+
+def _backends(application_name: str) -> list[int]:
+    """PostgreSQL backend pids of the connections named ``application_name``."""
+    with common.connect() as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", [application_name]
+        ).fetchall()
+    return [int(row[0]) for row in rows]
+
+
+def _own_backend() -> list[int]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return [int(cursor.fetchone()[0])]
+
+
+def _server_processes(server: LiveServer, app_name: str | None) -> Callable[[], list[int]]:
+    """The server process and, for a server on the database, its PostgreSQL backends."""
+
+    def pids() -> list[int]:
+        return [server.process.pid, *(_backends(app_name) if app_name else [])]
+
+    return pids
 
 
 def _start_server(secret_key: str, app: str, **extra: str) -> LiveServer:
@@ -147,17 +177,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     servers = {}
     print(f"bench.sqs: {rounds} rounds x {per_round} calls of {BATCH} messages", flush=True)
     try:
+        app_names = {LEAN: f"pgq-bench-sqs-lean-{tag}", VIEW: f"pgq-bench-sqs-view-{tag}"}
         servers[LEAN] = _start_server(
-            settings.SECRET_KEY, "bench.sqs_server:application", PGQ_BENCH_SQS_LEAN="1"
+            settings.SECRET_KEY,
+            "bench.sqs_server:application",
+            PGQ_BENCH_SQS_LEAN="1",
+            PGAPPNAME=app_names[LEAN],
         )
         servers[VIEW] = _start_server(
-            settings.SECRET_KEY, "bench.sqs_server:application", PGQ_BENCH_SQS_LEAN="0"
+            settings.SECRET_KEY,
+            "bench.sqs_server:application",
+            PGQ_BENCH_SQS_LEAN="0",
+            PGAPPNAME=app_names[VIEW],
         )
         servers[CANNED] = _start_server(settings.SECRET_KEY, "bench.sqs_canned:application")
         contenders: dict[str, dict[str, Callable[[int], float]]] = {
             API: _api_calls(queue, per_round)
         }
+        meters = {API: Meter(_own_backend)}
         for name, server in servers.items():
+            meters[name] = Meter(_server_processes(server, app_names.get(name)))
             sqs = _client(server.url + "/sqs/", key.key_id, secret)
             if name == CANNED:  # any URL: the canned server does not look
                 queue_url = f"{server.url}/sqs/000000000000/{queue}"
@@ -172,10 +211,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             for _ in range(per_round):
                 pgq.send_batch(queue, [BODY] * BATCH)
 
+        cpu: dict[str, dict[str, list[float]]] = {}
+
+        def metered(case: str, name: str, work: Callable[[int], float]) -> Callable[[int], float]:
+            def run(r: int) -> float:
+                wall, spent = meters[name].measure(lambda: work(r))
+                cpu.setdefault(case, {}).setdefault(name, []).append(spent)
+                return wall
+
+            return run
+
         seconds = {
             case: common.interleave(
                 rounds,
-                {name: calls[case] for name, calls in contenders.items()},
+                {name: metered(case, name, calls[case]) for name, calls in contenders.items()},
                 before_each=refill if case == RECEIVE_CASE else None,
             )
             for case in (SEND_CASE, RECEIVE_CASE)
@@ -185,29 +234,55 @@ def main(argv: Sequence[str] | None = None) -> int:
             server.stop(timeout=30)
         pgq.drop_queue(queue)
         owner.delete()
-    rows, ratios = [], {}
+    rows, ratios, cpu_ratios = [], {}, {}
+
+    def ratio(mine: list[float], theirs: list[float]) -> float:
+        # Each round measured every contender back to back: the median of their quotients
+        # is steadier than the quotient of two medians (as bench/core.py).
+        return common.median(a / b for a, b in zip(mine, theirs, strict=True))
+
     for case, values in seconds.items():
         api = values[API]
-        rows.append([case, API, common.fmt(per_round * BATCH / common.median(api), 0), "1.00", ""])
+        per_call = 1000 * common.median(cpu[case][API]) / per_round
+        rows.append(
+            [
+                case,
+                API,
+                common.fmt(per_round * BATCH / common.median(api), 0),
+                "1.00",
+                common.fmt(per_call),
+                "1.00",
+                "",
+            ]
+        )
         for name in (LEAN, VIEW, CANNED):
-            # Each round measured every contender back to back: the median of their
-            # quotients is steadier than the quotient of two medians (as bench/core.py).
-            ratio = common.median(
-                mine / theirs for mine, theirs in zip(values[name], api, strict=True)
-            )
-            ratios[f"{case} {name}"] = ratio
+            ratios[f"{case} {name}"] = wall = ratio(values[name], api)
+            cpu_ratios[f"{case} {name}"] = spent = ratio(cpu[case][name], cpu[case][API])
             rows.append(
                 [
                     case,
                     name,
                     common.fmt(per_round * BATCH / common.median(values[name]), 0),
-                    common.fmt(ratio),
-                    ("yes" if ratio <= GOAL else "no") if name == LEAN else "",
+                    common.fmt(wall),
+                    common.fmt(1000 * common.median(cpu[case][name]) / per_round),
+                    common.fmt(spent),
+                    (f"{'yes' if wall <= GOAL else 'no'} / {'yes' if spent <= GOAL else 'no'}")
+                    if name == LEAN
+                    else "",
                 ]
             )
     common.print_table(
-        f"SQS endpoint vs Python API: messages per second (median of {rounds} rounds)",
-        ["case", "contender", "msg/s", "x Python API", f"lean within {GOAL:g}x"],
+        f"SQS endpoint vs Python API: messages per second and CPU ms per call "
+        f"(median of {rounds} rounds)",
+        [
+            "case",
+            "contender",
+            "msg/s",
+            "x Python API",
+            "CPU ms/call",
+            "CPU x Python API",
+            f"lean within {GOAL:g}x (wall / CPU)",
+        ],
         rows,
     )
     path = common.write_results(
@@ -217,7 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "calls_per_round": per_round,
             "batch": BATCH,
             "seconds": seconds,
+            "cpu_seconds": cpu,
             "ratios": ratios,
+            "cpu_ratios": cpu_ratios,
         },
     )
     print(f"\nresults: {path}")
