@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any
 
 from django.conf import settings as django_settings
 from django.core import signals
-from django.core.exceptions import DisallowedHost
+from django.core.exceptions import DisallowedHost, SuspiciousOperation
 from django.core.handlers.asgi import get_script_prefix
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, Resolver404, get_resolver, reverse
@@ -148,10 +149,16 @@ class LeanEndpoint:
             return True
         mount = self.mount() or "/"
         script_name = get_script_prefix(scope).rstrip("/")
-        raw_path = scope.get("raw_path") or scope["path"].encode("utf-8")
+        raw_path = scope.get("raw_path")
         request = protocol.WireRequest(
             method="POST",
-            raw_path=raw_path.split(b"?", 1)[0],
+            # What the client signed: the path as sent (an ASGI server that does not pass it
+            # gets the decoded path encoded again, as the view does).
+            raw_path=(
+                raw_path.split(b"?", 1)[0]
+                if isinstance(raw_path, bytes)
+                else views.encoded_path(scope["path"])
+            ),
             query=scope.get("query_string", b"").decode("latin1"),
             headers=headers,
             body=body,
@@ -164,13 +171,20 @@ class LeanEndpoint:
         def finished() -> None:
             signals.request_finished.send(sender=LeanEndpoint)
 
-        answer = await protocol.respond(
-            request,
-            before=started,
-            after=finished,
-            disconnected=_disconnect_of(receive),
-            run_sync=_runner(executor) if executor is not None else None,
-        )
+        try:
+            answer = await protocol.respond(
+                request,
+                before=started,
+                after=finished,
+                disconnected=_disconnect_of(receive),
+                run_sync=_runner(executor) if executor is not None else None,
+            )
+        except SuspiciousOperation as exc:
+            # Django logs these to django.security and answers 400; so does this path, in
+            # SQS's shape. (A disallowed Host was handed to Django before reading anything;
+            # this is for settings changed meanwhile and the like.)
+            logging.getLogger(f"django.security.{exc.__class__.__name__}").error(str(exc))
+            answer = protocol.error_answer(SqsError("InvalidParameterValue", "Bad request."))
         if answer is not None:
             await _send(send, answer)
         return True

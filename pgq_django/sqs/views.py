@@ -49,7 +49,13 @@ def _raw_path(request: HttpRequest) -> str | bytes:
         uri = request.META.get(key)
         if uri:
             return str(uri).split("?", 1)[0]
-    return quote(request.path, safe="/~!$&'()*+,;=:@")
+    return encoded_path(request.path)
+
+
+def encoded_path(path: str) -> str:
+    """A decoded path encoded again, which gives the text an SDK sent for every path it
+    produces."""
+    return quote(path, safe="/~!$&'()*+,;=:@")
 
 
 def _base_url(request: HttpRequest) -> str:
