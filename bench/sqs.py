@@ -1,6 +1,6 @@
 """The SQS endpoint through boto3 vs the Python API, on the same queue, side by side.
 
-Two cases, each run by both contenders and interleaved round by round:
+Two cases, each run by every contender and interleaved round by round:
 
 - ``SendMessageBatch(10)``: boto3 ``send_message_batch`` with 10 entries, against
   ``pgq.send_batch(queue, 10 bodies)``.
@@ -8,10 +8,22 @@ Two cases, each run by both contenders and interleaved round by round:
   then ``delete_message_batch`` of what came back, against ``pgq.read(queue, qty=10)`` then
   ``pgq.delete(queue, receipts)``, on a prefilled queue.
 
-The boto3 side is the whole trip a client pays for: signing (SigV4), HTTP over loopback to a
-uvicorn serving the endpoint (bench/sqs_server.py, in its own process), authentication,
-grants, JSON both ways and the MD5 digests. The table prints messages per second and how many
-times longer the SQS trip takes (the median of the per-round ratios; the goal is within 3x).
+The boto3 contenders pay the whole trip a client pays: signing (SigV4), HTTP over loopback
+to a uvicorn process, and the answer parsed and its MD5 digests checked. Three servers:
+
+- ``boto3, lean ASGI``: the endpoint served through pgq_django.asgi's lean path
+  (``get_asgi_application(sqs_lean=True)``, bench/sqs_server.py): authentication, grants,
+  the action, JSON both ways, without Django's request cycle.
+- ``boto3, Django view``: the same endpoint through Django's request cycle (no middleware).
+- ``boto3, canned answers``: bench/sqs_canned.py, which answers every call with a fixed,
+  valid answer and does nothing else: the floor, what the client and the HTTP server cost
+  with no endpoint at all.
+
+The table prints messages per second and how many times longer each takes than the Python
+API (the median of the per-round ratios; the goal for the lean path is within 3x), and the
+same ratio in CPU seconds (bench/cputime.py): this process, the server process and the
+PostgreSQL backends serving each contender, which holds still when other work on the
+machine makes the wall-clock ratio swing.
 Run: ``python -m bench.sqs`` (``--quick`` for a smoke run, ``--rounds N``).
 """
 
@@ -25,6 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import common
+from .cputime import Meter
 
 if TYPE_CHECKING:
     from pgq_django.testing import LiveServer
@@ -34,8 +47,42 @@ BODY = json.dumps({"event": "order.created", "order_id": 12345, "note": "x" * 64
 GOAL = 3.0
 
 
-def _start_server(secret_key: str) -> LiveServer:
-    """uvicorn serving bench.sqs_server on a loopback port, on the benchmark's database."""
+API = "Python API"
+LEAN = "boto3, lean ASGI"
+VIEW = "boto3, Django view"
+CANNED = "boto3, canned answers"
+SEND_CASE = f"SendMessageBatch({BATCH})"
+RECEIVE_CASE = f"ReceiveMessage({BATCH})+DeleteMessageBatch"
+
+
+def _backends(application_name: str) -> list[int]:
+    """PostgreSQL backend pids of the connections named ``application_name``."""
+    with common.connect() as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", [application_name]
+        ).fetchall()
+    return [int(row[0]) for row in rows]
+
+
+def _own_backend() -> list[int]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return [int(cursor.fetchone()[0])]
+
+
+def _server_processes(server: LiveServer, app_name: str | None) -> Callable[[], list[int]]:
+    """The server process and, for a server on the database, its PostgreSQL backends."""
+
+    def pids() -> list[int]:
+        return [server.process.pid, *(_backends(app_name) if app_name else [])]
+
+    return pids
+
+
+def _start_server(secret_key: str, app: str, **extra: str) -> LiveServer:
+    """uvicorn serving ``app`` on a loopback port, on the benchmark's database."""
     from psycopg.conninfo import make_conninfo
 
     from pgq_django.notify import connection_params
@@ -51,10 +98,9 @@ def _start_server(secret_key: str) -> LiveServer:
         PGQ_BENCH_DSN=make_conninfo(**{k: str(v) for k, v in params.items()}),
         PGQ_BENCH_SECRET_KEY=secret_key,
         PYTHONPATH=str(common.ROOT),
+        **extra,
     )
-    return start_asgi_server(
-        "bench.sqs_server:application", env=env, cwd=common.ROOT, ready_path="/sqs/"
-    )
+    return start_asgi_server(app, env=env, cwd=common.ROOT, ready_path="/sqs/")
 
 
 def _client(url: str, key_id: str, secret: str) -> Any:
@@ -71,23 +117,15 @@ def _client(url: str, key_id: str, secret: str) -> Any:
     )
 
 
-def _contenders(
-    sqs: Any, queue: str, queue_url: str, n: int
-) -> dict[str, dict[str, Callable[[int], float]]]:
-    import pgq_django as pgq
-
+def _boto3_calls(sqs: Any, queue_url: str, n: int) -> dict[str, Callable[[int], float]]:
     entries = [{"Id": str(i), "MessageBody": BODY} for i in range(BATCH)]
-    bodies = [BODY] * BATCH
 
-    def sqs_send(_: int) -> float:
+    def send(_: int) -> float:
         return common.timed(
             lambda: [sqs.send_message_batch(QueueUrl=queue_url, Entries=entries) for _ in range(n)]
         )
 
-    def api_send(_: int) -> float:
-        return common.timed(lambda: [pgq.send_batch(queue, bodies) for _ in range(n)])
-
-    def sqs_receive(_: int) -> float:
+    def receive(_: int) -> float:
         def run() -> None:
             for _ in range(n):
                 got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=BATCH)
@@ -99,7 +137,18 @@ def _contenders(
 
         return common.timed(run)
 
-    def api_receive(_: int) -> float:
+    return {SEND_CASE: send, RECEIVE_CASE: receive}
+
+
+def _api_calls(queue: str, n: int) -> dict[str, Callable[[int], float]]:
+    import pgq_django as pgq
+
+    bodies = [BODY] * BATCH
+
+    def send(_: int) -> float:
+        return common.timed(lambda: [pgq.send_batch(queue, bodies) for _ in range(n)])
+
+    def receive(_: int) -> float:
         def run() -> None:
             for _ in range(n):
                 messages = pgq.read(queue, qty=BATCH)
@@ -107,13 +156,7 @@ def _contenders(
 
         return common.timed(run)
 
-    return {
-        f"SendMessageBatch({BATCH})": {"boto3 via SQS": sqs_send, "Python API": api_send},
-        f"ReceiveMessage({BATCH})+DeleteMessageBatch": {
-            "boto3 via SQS": sqs_receive,
-            "Python API": api_receive,
-        },
-    }
+    return {SEND_CASE: send, RECEIVE_CASE: receive}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -131,58 +174,114 @@ def main(argv: Sequence[str] | None = None) -> int:
     owner = get_user_model().objects.create_user(f"bench_sqs_{tag}")
     key, secret = AccessKey.objects.create_key(owner)
     queue = pgq.create_queue(f"bench_sqs_{tag}", owner=owner).name
-    server = _start_server(settings.SECRET_KEY)
-    url = server.url + "/sqs/"
+    servers = {}
     print(f"bench.sqs: {rounds} rounds x {per_round} calls of {BATCH} messages", flush=True)
     try:
-        sqs = _client(url, key.key_id, secret)
-        queue_url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
-        cases = _contenders(sqs, queue, queue_url, per_round)
+        app_names = {LEAN: f"pgq-bench-sqs-lean-{tag}", VIEW: f"pgq-bench-sqs-view-{tag}"}
+        servers[LEAN] = _start_server(
+            settings.SECRET_KEY,
+            "bench.sqs_server:application",
+            PGQ_BENCH_SQS_LEAN="1",
+            PGAPPNAME=app_names[LEAN],
+        )
+        servers[VIEW] = _start_server(
+            settings.SECRET_KEY,
+            "bench.sqs_server:application",
+            PGQ_BENCH_SQS_LEAN="0",
+            PGAPPNAME=app_names[VIEW],
+        )
+        servers[CANNED] = _start_server(settings.SECRET_KEY, "bench.sqs_canned:application")
+        contenders: dict[str, dict[str, Callable[[int], float]]] = {
+            API: _api_calls(queue, per_round)
+        }
+        meters = {API: Meter(_own_backend)}
+        for name, server in servers.items():
+            meters[name] = Meter(_server_processes(server, app_names.get(name)))
+            sqs = _client(server.url + "/sqs/", key.key_id, secret)
+            if name == CANNED:  # any URL: the canned server does not look
+                queue_url = f"{server.url}/sqs/000000000000/{queue}"
+            else:
+                queue_url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+            contenders[name] = _boto3_calls(sqs, queue_url, per_round)
 
-        def refill(_name: str, _round: int) -> None:
+        def refill(name: str, _round: int) -> None:
+            if name == CANNED:
+                return
             pgq.purge_queue(queue)
             for _ in range(per_round):
                 pgq.send_batch(queue, [BODY] * BATCH)
 
+        cpu: dict[str, dict[str, list[float]]] = {}
+
+        def metered(case: str, name: str, work: Callable[[int], float]) -> Callable[[int], float]:
+            def run(r: int) -> float:
+                wall, spent = meters[name].measure(lambda: work(r))
+                cpu.setdefault(case, {}).setdefault(name, []).append(spent)
+                return wall
+
+            return run
+
         seconds = {
-            f"SendMessageBatch({BATCH})": common.interleave(
-                rounds, cases[f"SendMessageBatch({BATCH})"]
-            ),
-            f"ReceiveMessage({BATCH})+DeleteMessageBatch": common.interleave(
-                rounds, cases[f"ReceiveMessage({BATCH})+DeleteMessageBatch"], before_each=refill
-            ),
+            case: common.interleave(
+                rounds,
+                {name: metered(case, name, calls[case]) for name, calls in contenders.items()},
+                before_each=refill if case == RECEIVE_CASE else None,
+            )
+            for case in (SEND_CASE, RECEIVE_CASE)
         }
     finally:
-        server.stop(timeout=30)
+        for server in servers.values():
+            server.stop(timeout=30)
         pgq.drop_queue(queue)
         owner.delete()
-    rows, ratios = [], {}
+    rows, ratios, cpu_ratios = [], {}, {}
+
+    def ratio(mine: list[float], theirs: list[float]) -> float:
+        # Each round measured every contender back to back: the median of their quotients
+        # is steadier than the quotient of two medians (as bench/core.py).
+        return common.median(a / b for a, b in zip(mine, theirs, strict=True))
+
     for case, values in seconds.items():
-        rate = {name: per_round * BATCH / common.median(v) for name, v in values.items()}
-        # Each round measured both back to back: the median of their quotients is steadier
-        # than the quotient of two medians (bench/core.py does the same).
-        ratio = common.median(
-            sqs / api
-            for sqs, api in zip(values["boto3 via SQS"], values["Python API"], strict=True)
-        )
-        ratios[case] = ratio
+        api = values[API]
+        per_call = 1000 * common.median(cpu[case][API]) / per_round
         rows.append(
             [
                 case,
-                common.fmt(rate["Python API"], 0),
-                common.fmt(rate["boto3 via SQS"], 0),
-                common.fmt(ratio),
-                "yes" if ratio <= GOAL else "no",
+                API,
+                common.fmt(per_round * BATCH / common.median(api), 0),
+                "1.00",
+                common.fmt(per_call),
+                "1.00",
+                "",
             ]
         )
+        for name in (LEAN, VIEW, CANNED):
+            ratios[f"{case} {name}"] = wall = ratio(values[name], api)
+            cpu_ratios[f"{case} {name}"] = spent = ratio(cpu[case][name], cpu[case][API])
+            rows.append(
+                [
+                    case,
+                    name,
+                    common.fmt(per_round * BATCH / common.median(values[name]), 0),
+                    common.fmt(wall),
+                    common.fmt(1000 * common.median(cpu[case][name]) / per_round),
+                    common.fmt(spent),
+                    (f"{'yes' if wall <= GOAL else 'no'} / {'yes' if spent <= GOAL else 'no'}")
+                    if name == LEAN
+                    else "",
+                ]
+            )
     common.print_table(
-        f"SQS endpoint vs Python API: messages per second (median of {rounds} rounds)",
+        f"SQS endpoint vs Python API: messages per second and CPU ms per call "
+        f"(median of {rounds} rounds)",
         [
             "case",
-            "Python API msg/s",
-            "boto3 via SQS msg/s",
-            "SQS takes x longer",
-            f"within {GOAL:g}x",
+            "contender",
+            "msg/s",
+            "x Python API",
+            "CPU ms/call",
+            "CPU x Python API",
+            f"lean within {GOAL:g}x (wall / CPU)",
         ],
         rows,
     )
@@ -193,7 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "calls_per_round": per_round,
             "batch": BATCH,
             "seconds": seconds,
+            "cpu_seconds": cpu,
             "ratios": ratios,
+            "cpu_ratios": cpu_ratios,
         },
     )
     print(f"\nresults: {path}")

@@ -5,7 +5,8 @@ the endpoint needs, and served the way docs/sqs.md recommends: by
 ``pgq_django.asgi.get_asgi_application()``, which runs every request's database work on one
 of ``PGQ["ASGI_THREADS"]`` threads, each keeping its connection between requests
 (``CONN_MAX_AGE``). Django's own ASGI handler would start a thread, and so open a database
-connection, for every request.
+connection, for every request. ``PGQ_BENCH_SQS_LEAN=1`` serves the endpoint through the lean
+ASGI path, ``0`` through Django's request cycle (the view).
 """
 
 from __future__ import annotations
@@ -37,4 +38,4 @@ from pgq_django.asgi import get_asgi_application
 
 urlpatterns = [path("sqs/", include("pgq_django.sqs.urls"))]
 
-application = get_asgi_application()
+application = get_asgi_application(sqs_lean=os.environ.get("PGQ_BENCH_SQS_LEAN") == "1")

@@ -83,11 +83,13 @@ SPECTACULAR_SETTINGS = {"TITLE": "pgq_django example", "VERSION": "0.1.0"}
 # queue_name maps to the pgq queue "tasks_<queue_name>", served by pgq_worker.
 TASKS = {"default": {"BACKEND": "pgq_django.tasks.PgqBackend"}}
 
-# Every key is documented in docs/reference/settings.md; these differ from the defaults only
-# to make the demo lively (short leases so redeliveries are visible within a minute).
+# Every key is documented in docs/reference/settings.md; these differ from the defaults to
+# make the demo lively (short leases so redeliveries are visible within a minute) and to serve
+# /sqs/ through pgq_django.asgi's lean path (no middleware for SQS calls; see docs/sqs.md).
 PGQ = {
     "DEFAULT_VISIBILITY_TIMEOUT": 20,
     "DEFAULT_RETRY_DELAY": 5,
+    "SQS_ASGI_LEAN": True,
 }
 
 LOGGING = {

@@ -39,7 +39,7 @@ from __future__ import annotations
 import inspect
 import itertools
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import django
 from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
@@ -48,6 +48,9 @@ from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
 from django.urls import Resolver404, ResolverMatch, get_resolver, set_script_prefix
+
+if TYPE_CHECKING:
+    from .sqs.asgi import LeanEndpoint
 
 _CAN_PIN = "executor" in inspect.signature(ThreadSensitiveContext).parameters
 
@@ -94,10 +97,16 @@ def resolve_scope(scope: dict[str, Any]) -> tuple[bool, ResolverMatch | None]:
 
 
 class PooledASGIHandler(ASGIHandler):
-    """Django's ASGI handler with a fixed pool of threads and one hop per synchronous view."""
+    """Django's ASGI handler with a fixed pool of threads and one hop per synchronous view;
+    with ``sqs_lean``, the SQS endpoint's requests are answered by the lean path."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, *, sqs_lean: bool = False) -> None:
         super().__init__()
+        self.sqs: LeanEndpoint | None = None
+        if sqs_lean:
+            from .sqs.asgi import LeanEndpoint  # the models it needs load after setup()
+
+            self.sqs = LeanEndpoint()
         self.sync_chain = _SyncChain()
         # Middleware that cannot run synchronously would block its thread on the event loop
         # in the synchronous cycle; with any such middleware, keep Django's path for all.
@@ -119,7 +128,10 @@ class PooledASGIHandler(ASGIHandler):
         if scope["type"] != "http":
             # Django answers only HTTP; let the server see the same refusal.
             return await super().__call__(scope, receive, send)
-        async with ThreadSensitiveContext(executor=next(self._next)):
+        executor = next(self._next)
+        async with ThreadSensitiveContext(executor=executor):
+            if self.sqs is not None and await self.sqs(scope, receive, send, executor):
+                return
             if self.one_hop:
                 needs_loop, match = resolve_scope(scope)
                 if not needs_loop:
@@ -157,11 +169,20 @@ class PooledASGIHandler(ASGIHandler):
         return self.sync_chain.get_response(request)
 
 
-def get_asgi_application(threads: int | None = None) -> ASGIHandler:
-    """``django.core.asgi.get_asgi_application()`` with a bounded pool of sync threads."""
+def get_asgi_application(
+    threads: int | None = None, *, sqs_lean: bool | None = None
+) -> ASGIHandler:
+    """``django.core.asgi.get_asgi_application()`` with a bounded pool of sync threads.
+
+    ``sqs_lean`` (default ``PGQ["SQS_ASGI_LEAN"]``) answers the SQS endpoint's requests
+    without Django's middleware (:mod:`pgq_django.sqs.asgi`).
+    """
     django.setup(set_prefix=False)
     if not _CAN_PIN:
         return ASGIHandler()
     from .conf import settings
 
-    return PooledASGIHandler(threads if threads is not None else settings.ASGI_THREADS)
+    return PooledASGIHandler(
+        threads if threads is not None else settings.ASGI_THREADS,
+        sqs_lean=settings.SQS_ASGI_LEAN if sqs_lean is None else sqs_lean,
+    )

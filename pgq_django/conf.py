@@ -84,6 +84,9 @@ DEFAULTS: dict[str, Any] = {
     # work (and its database connection) runs on one of them, however many requests wait.
     "ASGI_THREADS": 8,
     "SQS_ENABLED": True,
+    # Serve the SQS endpoint through pgq_django.asgi's lean path: no middleware, no URL
+    # resolution, one thread hop (see docs/sqs.md). Off: Django's request cycle, as any view.
+    "SQS_ASGI_LEAN": False,
     # The account id in the SQS endpoint's queue URLs and ARNs (one account per site: queue
     # names are unique across the site, as in one AWS account).
     "SQS_ACCOUNT_ID": "000000000000",
@@ -142,6 +145,7 @@ class PgqSettings:
     METRICS_TOKEN: str | None
     ASGI_THREADS: int
     SQS_ENABLED: bool
+    SQS_ASGI_LEAN: bool
     SQS_ACCOUNT_ID: str
     SQS_CLOCK_SKEW: float
 

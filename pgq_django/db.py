@@ -90,12 +90,13 @@ class _PreparingCursor(psycopg.Cursor[Any]):
     Django sets the connection's time zone to UTC; jsonb decoded to Python objects).
     """
 
-    def __init__(self, connection: Any, *, prepare: bool = True) -> None:
+    def __init__(self, connection: Any, *, prepare: bool = True, binary: bool = True) -> None:
         super().__init__(connection)
         self._pgq_prepare = prepare
+        self._pgq_binary = binary
 
     def execute(self, query: Any, params: Any = None, *, prepare: Any = None, **kw: Any) -> Any:
-        kw.setdefault("binary", True)
+        kw.setdefault("binary", self._pgq_binary)
         if prepare is None:
             prepare = self._pgq_prepare
         return super().execute(query, params, prepare=prepare, **kw)
@@ -107,11 +108,14 @@ def execute(
     alias: str | None = None,
     *,
     prepare: bool = True,
+    binary: bool = True,
 ) -> Any:
     """Run one statement on Django's connection ``alias`` and return the open cursor.
 
     ``prepare=False`` binds on the server without preparing, for a statement whose text
-    varies from call to call (one built around an ORM queryset). A
+    varies from call to call (one built around an ORM queryset). ``binary=False`` asks for
+    results in text format, as Django's own queries get them, for rows the ORM's field
+    converters turn into model instances (an ORM-compiled statement run many times). A
     :class:`~psycopg.sql.Composable` (a DDL template filled with identifiers) is rendered
     for this connection and never prepared, since its text varies with the identifiers.
     Prefer :func:`run_one`, :func:`run_all` and :func:`run_rowcount`, which return rows.
@@ -139,7 +143,9 @@ def execute(
         statement = statement.as_string(raw)
         prepare = False
     with db.wrap_database_errors:
-        inner: Any = _PreparingCursor(raw, prepare=prepare and bool(settings.PREPARED_STATEMENTS))
+        inner: Any = _PreparingCursor(
+            raw, prepare=prepare and bool(settings.PREPARED_STATEMENTS), binary=binary
+        )
     cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
     cursor.execute(statement, params)
     return cursor

@@ -38,12 +38,20 @@ INSTALLED_APPS = [
     "pgq_django",
 ]
 MIDDLEWARE = [
+    "tests.middleware.mark_responses",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
+# A server of the SQS tests that checks what the lean ASGI path hands back to Django: a
+# Host outside ALLOWED_HOSTS, and plain HTTP when HTTPS is required (tests/sqs/test_sqs_lean.py).
+if os.environ.get("PGQ_TEST_STRICT_HOSTS"):
+    ALLOWED_HOSTS = ["127.0.0.1"]
+    SECURE_SSL_REDIRECT = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    MIDDLEWARE.insert(0, "django.middleware.security.SecurityMiddleware")
 ROOT_URLCONF = "tests.urls"
 TEMPLATES = [
     {

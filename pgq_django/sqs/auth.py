@@ -28,17 +28,18 @@ import threading
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from typing import Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Exists
-from django.http import HttpRequest
 from django.utils import timezone
 
 from ..conf import settings
 from ..models import AccessKey
 from . import sigv4
 from .errors import SqsError
+
+if TYPE_CHECKING:
+    from .protocol import WireRequest
 
 logger = logging.getLogger("pgq_django.sqs")
 
@@ -103,50 +104,44 @@ def forget(key_id: str) -> None:
         _known.pop(key_id, None)
 
 
-def _raw_path(request: HttpRequest) -> str:
-    """The path exactly as the client sent it (still percent-encoded), which is what it
-    signed. ASGI servers pass it as ``raw_path``; some WSGI servers as RAW_URI/REQUEST_URI;
-    otherwise the decoded path is encoded again, which gives the same text for every path
-    an SDK produces."""
-    scope = getattr(request, "scope", None)
-    raw = scope.get("raw_path") if isinstance(scope, dict) else None
+def _raw_path(request: WireRequest) -> str:
+    """The path exactly as the client sent it (still percent-encoded): what it signed."""
+    raw = request.raw_path
     if isinstance(raw, bytes):
         try:
-            return raw.decode("utf-8").split("?", 1)[0]
+            return raw.decode("utf-8")
         except UnicodeDecodeError:
             raise SqsError("SignatureDoesNotMatch", "The request path is not UTF-8.") from None
-    for key in ("RAW_URI", "REQUEST_URI"):
-        uri = request.META.get(key)
-        if uri:
-            return str(uri).split("?", 1)[0]
-    return quote(request.path, safe="/~!$&'()*+,;=:@")
+    return raw
 
 
-def _request_time(request: HttpRequest) -> str:
-    """The signed timestamp, as ``yyyymmddThhmmssZ``: X-Amz-Date, or the Date header."""
-    amz_date = request.headers.get("X-Amz-Date")
+def _request_time(request: WireRequest) -> tuple[str, datetime]:
+    """The signed timestamp, as ``yyyymmddThhmmssZ`` and as a time: X-Amz-Date, or the Date
+    header."""
+    amz_date = request.header("x-amz-date")
     if amz_date:
-        try:
-            datetime.strptime(amz_date, sigv4.AMZ_DATE_FORMAT)
-        except ValueError:
+        signed_at = sigv4.parse_amz_date(amz_date)
+        if signed_at is None:
             raise SqsError(
                 "IncompleteSignature", "X-Amz-Date must be an ISO 8601 basic-format UTC time."
-            ) from None
-        return amz_date
-    date = request.headers.get("Date")
+            )
+        return amz_date, signed_at
+    date = request.header("date")
     if date:
         try:
             parsed = parsedate_to_datetime(date)
         except (TypeError, ValueError):
             parsed = None
         if parsed is not None and parsed.tzinfo is not None:
-            return parsed.astimezone(UTC).strftime(sigv4.AMZ_DATE_FORMAT)
+            signed_at = parsed.astimezone(UTC).replace(microsecond=0)
+            return signed_at.strftime(sigv4.AMZ_DATE_FORMAT), signed_at
     raise SqsError("IncompleteSignature", "The request must carry an X-Amz-Date or Date header.")
 
 
-def _check_clock(amz_date: str, now: datetime) -> None:
-    signed_at = datetime.strptime(amz_date, sigv4.AMZ_DATE_FORMAT).replace(tzinfo=UTC)
+def _check_clock(amz_date: str, signed_at: datetime, now: datetime) -> None:
     window = timedelta(seconds=float(settings.SQS_CLOCK_SKEW))
+    if now - window <= signed_at <= now + window:
+        return
     stamp = now.strftime(sigv4.AMZ_DATE_FORMAT)
     minutes = f"{window.total_seconds() / 60:g} min."
     if signed_at < now - window:
@@ -164,9 +159,9 @@ def _check_clock(amz_date: str, now: datetime) -> None:
         )
 
 
-def _payload_hash(request: HttpRequest, body: bytes) -> str:
-    computed = hashlib.sha256(body).hexdigest()
-    claimed = request.headers.get("X-Amz-Content-SHA256")
+def _payload_hash(request: WireRequest) -> str:
+    computed = hashlib.sha256(request.body).hexdigest()
+    claimed = request.header("x-amz-content-sha256")
     if claimed is not None and claimed != computed:
         # An unsigned or streaming payload would leave the body unauthenticated.
         raise SqsError(
@@ -186,17 +181,17 @@ def _find_key(key_id: str) -> AccessKey:
         ) from None
 
 
-def authenticate(request: HttpRequest, body: bytes) -> Caller:
-    """The verified caller of ``request`` (whose body is ``body``), or an SqsError."""
+def authenticate(request: WireRequest) -> Caller:
+    """The verified caller of ``request``, or an SqsError."""
     try:
-        return _authenticate(request, body)
+        return _authenticate(request)
     except SqsError as exc:
         logger.info("event=sqs_auth_refused code=%s", exc.code)
         raise
 
 
-def _authenticate(request: HttpRequest, body: bytes) -> Caller:
-    header = request.headers.get("Authorization")
+def _authenticate(request: WireRequest) -> Caller:
+    header = request.header("authorization")
     if not header:
         raise SqsError(
             "MissingAuthenticationToken",
@@ -211,7 +206,7 @@ def _authenticate(request: HttpRequest, body: bytes) -> Caller:
     for name in REQUIRED_SIGNED_HEADERS:
         if name not in auth.signed_headers:
             raise SqsError("IncompleteSignature", f"The {name} header must be signed.")
-    amz_date = _request_time(request)
+    amz_date, signed_at = _request_time(request)
     if amz_date[:8] != auth.date:
         raise SqsError(
             "SignatureDoesNotMatch",
@@ -219,13 +214,13 @@ def _authenticate(request: HttpRequest, body: bytes) -> Caller:
             f"({amz_date[:8]}).",
         )
     now = timezone.now()
-    _check_clock(amz_date, now)
-    payload = _payload_hash(request, body)
+    _check_clock(amz_date, signed_at, now)
+    payload = _payload_hash(request)
     canonical = sigv4.canonical_request(
-        method=request.method or "",
+        method=request.method,
         raw_path=_raw_path(request),
-        raw_query=request.META.get("QUERY_STRING", ""),
-        header=request.headers.get,
+        raw_query=request.query,
+        header=request.header,
         signed_headers=auth.signed_headers,
         payload_hash=payload,
     )

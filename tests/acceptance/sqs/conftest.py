@@ -16,16 +16,28 @@ import pytest
 
 from tests.http_server import start_uvicorn, stop, wait_for_server_connections_to_close
 
+# The two ways pgq_django.asgi serves the endpoint: through Django's request cycle (the
+# view, as any server running Django's handler does) and through the lean ASGI path.
+SERVER_PATHS = {"django": "0", "lean": "1"}
+
+
+@pytest.fixture(scope="session", params=sorted(SERVER_PATHS))
+def sqs_server_path(request: Any) -> str:
+    return str(request.param)
+
 
 @pytest.fixture(scope="session")
-def sqs_endpoint(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
-    """The endpoint URL of a live uvicorn serving tests.asgi, for the whole session.
+def sqs_endpoint(
+    sqs_server_path: str, django_db_setup: Any, django_db_blocker: Any
+) -> Iterator[str]:
+    """The endpoint URL of a live uvicorn serving tests.asgi, for the whole session, once
+    for each server path: every test that talks to it runs against both.
 
     The same harness as the REST tests (tests/http_server.py): a socket bound here and handed
     over, so there is no port race, and server connections tagged so tests can tell them
     from their own.
     """
-    proc, base, sock = start_uvicorn()
+    proc, base, sock = start_uvicorn(PGQ_TEST_SQS_LEAN=SERVER_PATHS[sqs_server_path])
     try:
         yield base + "/sqs/"
     finally:

@@ -8,7 +8,8 @@ answered. While all hundred wait, the server's connections drop to its LISTEN co
 alone (the test settings keep no connection between requests, CONN_MAX_AGE=0), and its
 threads never exceed a few more than ``PGQ["ASGI_THREADS"]``; Django's own ASGI handler
 would hold a thread per waiting client. Then one batch send wakes them all, and every message
-is delivered exactly once. No timing is asserted.
+is delivered exactly once. No timing is asserted. It runs against a server of each kind:
+the endpoint through Django's request cycle, and through the lean ASGI path.
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ APP_NAME = "pgq-test-sqs-longpoll"
 EXTRA_THREADS = 6
 
 
-@pytest.fixture
-def longpoll_server(transactional_db: Any) -> Iterator[tuple[int, str]]:
+@pytest.fixture(params=["django", "lean"])
+def longpoll_server(request: Any, transactional_db: Any) -> Iterator[tuple[int, str]]:
     """A server of its own, so its threads and backends are its alone to count."""
-    proc, base, sock = start_uvicorn(PGAPPNAME=APP_NAME)
+    lean = "1" if request.param == "lean" else "0"
+    proc, base, sock = start_uvicorn(PGAPPNAME=APP_NAME, PGQ_TEST_SQS_LEAN=lean)
     try:
         yield proc.pid, base
     finally:

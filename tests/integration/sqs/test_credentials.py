@@ -108,7 +108,11 @@ def test_sqs_settings_are_checked():
     for bad in ({"SQS_CLOCK_SKEW": 0}, {"SQS_CLOCK_SKEW": "900"}, {"SQS_CLOCK_SKEW": True}):
         with override_settings(PGQ=bad):
             assert [e.id for e in check_settings()] == ["pgq_django.E007"]
-    with override_settings(PGQ={"SQS_ACCOUNT_ID": "123456789012", "SQS_CLOCK_SKEW": 60}):
+    for bad in ({"SQS_ASGI_LEAN": 1}, {"SQS_ASGI_LEAN": "yes"}, {"SQS_ASGI_LEAN": None}):
+        with override_settings(PGQ=bad):
+            assert [e.id for e in check_settings()] == ["pgq_django.E008"]
+    good = {"SQS_ACCOUNT_ID": "123456789012", "SQS_CLOCK_SKEW": 60, "SQS_ASGI_LEAN": True}
+    with override_settings(PGQ=good):
         assert check_settings() == []
 
 

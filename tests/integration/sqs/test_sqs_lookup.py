@@ -126,7 +126,32 @@ def test_one_query_and_no_orm_compilation_per_call(world):
     member = users[4]
     caller = _caller(member, keys[member.pk], confirmed=False)
     lookup.queue_for(caller, "write", "looked_up")  # compiles this shape
-    with CaptureQueriesContext(connection) as queries:
+    statements: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        statements.append(sql)
+        return execute(sql, params, many, context)
+
+    with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(record):
         assert lookup.queue_for(caller, "write", "looked_up") is not None
     assert len(queries) == 1
-    assert "pgq_queue_grant" in queries[0]["sql"] and "pgq_access_key" in queries[0]["sql"]
+    assert len(statements) == 1
+    assert "pgq_queue_grant" in statements[0] and "pgq_access_key" in statements[0]
+
+
+def test_the_lookup_is_prepared_once_per_connection(world):
+    """PostgreSQL plans the lookup (its EXISTS subqueries) once per connection, not per
+    request: the statement is among the connection's prepared statements after two calls,
+    once."""
+    users, keys = world
+    member = users[4]
+    caller = _caller(member, keys[member.pk], confirmed=False)
+    for _ in range(3):
+        assert lookup.queue_for(caller, "write", "looked_up") is not None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements "
+            "WHERE statement LIKE %s AND statement LIKE %s",
+            ["%pgq_queue_grant%", "%pgq_access_key%"],
+        )
+        assert cursor.fetchone()[0] == 1

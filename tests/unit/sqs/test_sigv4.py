@@ -183,3 +183,23 @@ def test_attribute_digests_match_the_samples_of_the_sqs_documentation() -> None:
     }
     assert md5_of_attributes(binary) == "23f6bd27ea87aab7dfeadcc9aebee495"
     assert md5_of_attributes({}) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("20261123T181800Z", datetime.datetime(2026, 11, 23, 18, 18, 0, tzinfo=datetime.UTC)),
+        ("20240229T235959Z", datetime.datetime(2024, 2, 29, 23, 59, 59, tzinfo=datetime.UTC)),
+        ("20230229T000000Z", None),  # no such day
+        ("20261323T000000Z", None),  # no such month
+        ("20261123T240000Z", None),
+        ("20261123T235960Z", None),
+        ("2026112T181800Z", None),  # a digit short
+        ("20261123T181800", None),  # not UTC
+        ("20261123 181800Z", None),
+        ("\u0662\u0660\u0662\u06661123T181800Z", None),  # Arabic-Indic digits
+        ("", None),
+    ],
+)
+def test_amz_dates_are_read_exactly_in_their_one_format(text, expected):
+    assert sigv4.parse_amz_date(text) == expected
