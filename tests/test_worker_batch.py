@@ -113,6 +113,89 @@ def test_a_batch_acks_every_success_in_one_statement_and_nacks_the_failure(effec
     assert pgq.metrics(q).queue_length == 1
 
 
+def test_a_handler_that_touches_no_database_costs_no_savepoint(make_queue, transactional_db):
+    q = make_queue()
+    pgq.send_batch(q, [{} for _ in range(5)])
+    with statements() as seen:
+        assert batch_worker(q, lambda m: None).work_once()
+    assert not [s for s in seen if s.startswith("SAVEPOINT")]
+    assert sum(s in ACK_STATEMENTS for s in seen) == 1
+    assert pgq.metrics(q).queue_length == 0
+
+
+def test_a_database_error_in_one_handler_leaves_the_batch_usable(effects_queue):
+    """An error that aborts the transaction is rolled back to that handler's savepoint."""
+    q = effects_queue(retry_delay=3600, backoff="none")
+    ids = pgq.send_batch(q, [{"n": i} for i in range(3)])
+
+    def handler(message: Any) -> None:
+        _write_effect(message)
+        if message.msg_id == ids[1]:
+            with connection.cursor() as cur:
+                cur.execute("SELECT 1 / 0")
+
+    assert batch_worker(q, handler).work_once()
+    assert [m for m, _a in effects(q)] == [ids[0], ids[2]]
+    assert pgq.read_by_id(q, ids[1]).read_ct == 1  # nacked, the others acked
+    assert pgq.metrics(q).queue_length == 1
+
+
+def test_a_handler_may_catch_a_failure_of_its_own_nested_atomic_block(effects_queue):
+    q = effects_queue()
+    ids = pgq.send_batch(q, [{"n": 1}, {"n": 2}])
+
+    def handler(message: Any) -> None:
+        _write_effect(message)
+        try:
+            with transaction.atomic():
+                _write_effect(message)  # a second row, rolled back by the inner block
+                raise ValueError("inner")
+        except ValueError:
+            pass
+
+    assert batch_worker(q, handler).work_once()
+    assert effects(q) == [(i, 1) for i in ids]
+    assert pgq.metrics(q).queue_length == 0
+
+
+def test_a_handler_that_marks_its_transaction_for_rollback_fails_like_in_the_default_mode(
+    effects_queue,
+):
+    q = effects_queue(retry_delay=3600, backoff="none")
+    ids = pgq.send_batch(q, [{"n": 1}, {"n": 2}])
+
+    def handler(message: Any) -> None:
+        _write_effect(message)
+        if message.msg_id == ids[0]:
+            transaction.set_rollback(True)
+
+    assert batch_worker(q, handler).work_once()
+    assert [m for m, _a in effects(q)] == [ids[1]]
+    assert pgq.read_by_id(q, ids[0]).read_ct == 1  # nacked, back after retry_delay
+
+
+def test_on_commit_callbacks_run_after_the_batch_commits_and_only_for_successes(
+    effects_queue,
+):
+    q = effects_queue(retry_delay=3600, backoff="none")
+    ids = pgq.send_batch(q, [{"n": i} for i in range(4)])
+    ran: list[int] = []
+
+    def handler(message: Any) -> None:
+        # Registered before the handler's first statement, so before its savepoint exists.
+        transaction.on_commit(lambda: ran.append(message.msg_id))
+        if message.msg_id == ids[1]:
+            raise ValueError("fails before touching the database")
+        _write_effect(message)
+        assert ran == []  # nothing runs before the whole batch commits
+        if message.msg_id == ids[2]:
+            raise ValueError("fails after writing")
+
+    assert batch_worker(q, handler).work_once()
+    assert ran == [ids[0], ids[3]]
+    assert [m for m, _a in effects(q)] == [ids[0], ids[3]]
+
+
 def test_a_failing_handler_of_a_batch_is_dead_lettered_per_its_queue_settings(
     effects_queue, make_queue
 ):
