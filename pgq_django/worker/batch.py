@@ -5,8 +5,9 @@ fenced ack. For short handlers that commit (a WAL flush) is most of the cost, so
 registered with ``batch_commit=True`` (or every atomic handler under ``pgq_worker
 --batch-size N``) runs its whole leased batch in one transaction instead:
 
-- each handler runs in a savepoint of its own, so one that raises rolls back its own writes
-  and no one else's; its failure path (retry after the queue's delay, dead letter, or the
+- each handler runs in a savepoint of its own (opened before its first statement, see
+  :class:`_LazySavepoint`), so one that raises rolls back its own writes and no one else's;
+  its failure path (retry after the queue's delay, dead letter, or the
   archive for a rejected message) is recorded in the same transaction;
 - the successes are acknowledged together by one fenced delete (one per distinct return
   value; handlers returning ``None`` share one), and commit together with their writes, so
