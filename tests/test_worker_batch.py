@@ -404,6 +404,28 @@ def finish(proc: Any, timeout: float = 120.0) -> tuple[int, str]:
 
 
 @pytest.mark.slow
+def test_a_batch_worker_process_retries_then_dead_letters_a_poison_message_alone(
+    effects_queue, make_queue, spawn, tmp_path
+):
+    dlq = make_queue()
+    q = effects_queue(max_retries=1, retry_delay=0, backoff="none", dead_letter_queue=dlq)
+    attempts = tmp_path / "attempts"
+    bodies: list[dict[str, Any]] = [{"n": i} for i in range(30)]
+    bodies[7] = {"fail": True, "attempts_file": str(attempts)}
+    ids = pgq.send_batch(q, bodies)
+    proc = spawn(*WORKER, "--queue", q.name, "--once", "--batch-size", "50")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err  # a handler failed: --once says so
+    assert out.strip() == "processed=29 failed=2"  # the poison one, twice
+    assert attempts.read_text().split() == ["1", "2"]
+    assert effects(q) == [(i, 1) for i in ids if i != ids[7]]
+    (dead,) = pgq.read(dlq)
+    assert dead.msg_id == ids[7] and dead.headers["pgq_dead_letter"]["attempts"] == 2
+    assert pgq.metrics(q).queue_length == 0
+    assert "event=batch_committed" in err and "acked=29 failed=1" in err
+
+
+@pytest.mark.slow
 def test_kill_9_mid_batch_loses_nothing_and_acks_nothing_twice(effects_queue, spawn, tmp_path):
     q = effects_queue(visibility_timeout=2)
     marker = tmp_path / "started"
