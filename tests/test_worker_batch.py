@@ -491,10 +491,33 @@ def test_a_batch_cut_by_the_grace_period_rolls_back_and_only_the_cut_attempt_cou
 
 
 @pytest.mark.slow
+def test_a_batch_that_outlasts_its_leases_keeps_them_extended(effects_queue, spawn, tmp_path):
+    """Three 1.5-second handlers in a batch on a 2-second lease: no second delivery."""
+    q = effects_queue(visibility_timeout=2)
+    marker = tmp_path / "started"
+    ids = pgq.send_batch(q, [{"marker": str(marker), "sleep": 1.5} for _ in range(3)])
+    first = spawn(*WORKER, "--queue", q.name, "--batch-size", "10")
+    wait_until(marker.exists, what="the batch to start")
+    second = spawn(*WORKER, "--queue", q.name, "--batch-size", "10", "--poll-interval", "0.2")
+    wait_until(lambda: len(effects(q)) == 3, what="the batch to commit")
+    for proc in (first, second):
+        proc.send_signal(signal.SIGTERM)
+    for proc in (first, second):
+        code, err = finish(proc)
+        assert code == 0, err
+        assert "event=batch_lease_lost" not in err
+    assert effects(q) == [(i, 1) for i in ids]  # each once, on its first delivery
+    assert pgq.metrics(q).queue_length == 0
+
+
+@pytest.mark.slow
 def test_four_batch_workers_process_2000_messages_each_exactly_once(effects_queue, spawn):
     q = effects_queue(visibility_timeout=30)
     ids = pgq.send_batch(q, [{"n": i} for i in range(2000)])
-    procs = [spawn(*WORKER, "--queue", q.name, "--batch-size", "100") for _ in range(4)]
+    procs = [
+        spawn(*WORKER, "--queue", q.name, "--batch-size", "100", "--concurrency", "2")
+        for _ in range(4)
+    ]
     wait_until(lambda: len(effects(q)) >= 2000, timeout=150, what="2000 effects")
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
