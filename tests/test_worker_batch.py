@@ -158,6 +158,24 @@ def test_a_handler_may_catch_a_failure_of_its_own_nested_atomic_block(effects_qu
     assert pgq.metrics(q).queue_length == 0
 
 
+def test_a_handler_whose_first_statement_opens_its_own_atomic_block_is_still_isolated(
+    effects_queue,
+):
+    """The handler's savepoint opens inside its own block's SAVEPOINT: they nest in order."""
+    q = effects_queue(retry_delay=3600, backoff="none")
+    ids = pgq.send_batch(q, [{"n": i} for i in range(3)])
+
+    def handler(message: Any) -> None:
+        with transaction.atomic():
+            _write_effect(message)
+        if message.msg_id == ids[1]:
+            raise ValueError("fails after its block committed to the batch")
+
+    assert batch_worker(q, handler).work_once()
+    assert [m for m, _a in effects(q)] == [ids[0], ids[2]]
+    assert pgq.read_by_id(q, ids[1]).read_ct == 1
+
+
 def test_a_handler_that_marks_its_transaction_for_rollback_fails_like_in_the_default_mode(
     effects_queue,
 ):
