@@ -554,3 +554,24 @@ def test_a_batch_runs_inside_a_callers_transaction_as_savepoints(make_queue, tra
         assert batch_worker(q, lambda m: None).work_once()
         assert pgq.metrics(q).queue_length == 0
     assert pgq.metrics(q).queue_length == 0
+
+
+# -- the API batch commit acknowledges with ----------------------------------------------------
+
+
+def test_complete_acknowledges_a_list_of_receipts_in_one_statement(make_queue, transactional_db):
+    q = make_queue(archive_on_ack=True)
+    ids = pgq.send_batch(q, [{"n": i} for i in range(3)])
+    leased = pgq.read(q, qty=3, vt=0)
+    pgq.read(q, qty=1, vt=300)  # the first one is leased again: its old receipt is stale
+    with pytest.raises(pgq.InvalidArgument, match="result cannot be stored"):
+        pgq.complete(q, [m.receipt for m in leased], result=float("inf"))
+    assert pgq.metrics(q).queue_length == 3  # the refusal changed nothing
+    assert pgq.complete(q, 2**40) is False  # (the process learns the queue's shape, once)
+    with statements() as seen:
+        acked = pgq.complete(q, [m.receipt for m in leased], result={"ok": True})
+    assert sorted(acked) == ids[1:]
+    assert sum(s in ACK_STATEMENTS for s in seen) == 1
+    assert [pgq.result(i).result for i in ids[1:]] == [{"ok": True}] * 2
+    assert pgq.result(ids[0]).outcome == "leased"
+    assert pgq.complete(q, leased[0].receipt) is False  # one reference still answers a bool
