@@ -214,6 +214,36 @@ def test_on_commit_callbacks_run_after_the_batch_commits_and_only_for_successes(
     assert [m for m, _a in effects(q)] == [ids[0], ids[3]]
 
 
+SUBXACT_STATE = """
+SELECT s.subxact_count, s.subxact_overflowed
+FROM pg_stat_get_backend_idset() AS b, pg_stat_get_backend_subxact(b) AS s
+WHERE pg_stat_get_backend_pid(b) = pg_backend_pid()
+"""
+
+
+def test_a_batch_of_writing_handlers_never_overflows_the_subtransaction_cache(effects_queue):
+    """Each writing handler's savepoint takes a subtransaction id; PostgreSQL caches 64."""
+    q = effects_queue()
+    ids = pgq.send_batch(q, [{"n": i} for i in range(150)])
+    states: list[tuple[int, bool]] = []
+
+    def handler(message: Any) -> None:
+        _write_effect(message)
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_stat_clear_snapshot()")  # see this moment's state
+            cur.execute(SUBXACT_STATE)
+            states.append(cur.fetchone())
+
+    with statements() as seen:
+        assert batch_worker(q, handler, size=150).work_once()
+    assert len(states) == 150
+    assert max(count for count, _overflowed in states) <= 64
+    assert not any(overflowed for _count, overflowed in states)
+    # The batch committed after every 56 savepoints: three transactions, three acks.
+    assert sum(s in ACK_STATEMENTS for s in seen) == 3
+    assert effects(q) == [(i, 1) for i in ids]
+
+
 def test_a_failing_handler_of_a_batch_is_dead_lettered_per_its_queue_settings(
     effects_queue, make_queue
 ):

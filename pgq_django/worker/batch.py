@@ -19,7 +19,9 @@ registered with ``batch_commit=True`` (or every atomic handler under ``pgq_worke
   leased again), the whole batch rolls back and each message still held runs again on its
   own, in the default mode, so no handler's writes commit without its ack;
 - a stop requested mid-batch runs no further handler: the finished ones commit, and the
-  ones not started are released at once, uncounted.
+  ones not started are released at once, uncounted;
+- a batch whose handlers write commits after every :data:`MAX_SAVEPOINTS` savepoints and
+  goes on in a new transaction, so it never overflows PostgreSQL's subtransaction cache.
 """
 
 from __future__ import annotations
@@ -46,6 +48,13 @@ logger = logging.getLogger("pgq_django.worker")
 # Results that compare equal share one acknowledgement; None (most handlers) is its own key.
 _NO_RESULT = object()
 
+#: Savepoints one batch transaction may open before it commits and the rest of the batch
+#: continues in a new one. Each savepoint that writes takes a subtransaction id, and
+#: PostgreSQL keeps only 64 of them per transaction in shared memory: past that, every
+#: session's snapshots must look writers up in pg_subtrans until the transaction ends, a
+#: known cliff for the whole server. 56 leaves room for one handler's own nested blocks.
+MAX_SAVEPOINTS = 56
+
 
 class _LeasesLost(Exception):
     """The batch's ack missed messages whose lease another consumer took over."""
@@ -64,6 +73,7 @@ class _Batch:
         self.rejected: list[tuple[Any, RejectMessage]] = []
         self.cancelled: list[Any] = []
         self.unstarted: list[Any] = []
+        self.deferred: list[Any] = []
         self.interrupt: BaseException | None = None
 
     def succeeded(self, queue: str, message: Any, value: Any) -> None:
@@ -111,35 +121,51 @@ def run_batch(
 ) -> list[Outcome]:
     """Run a leased batch in one transaction; returns one outcome per message run.
 
-    Messages left unstarted because ``stopping()`` turned true are released before this
-    returns. A ``SystemExit``/``KeyboardInterrupt`` raised by a handler in the main thread
-    ends the batch there (the finished ones commit) and is raised again, as in the default
-    mode; in a worker thread it is that handler's failure like any other.
+    A batch whose handlers have opened :data:`MAX_SAVEPOINTS` savepoints commits there and
+    runs the rest in a new transaction. Messages left unstarted because ``stopping()``
+    turned true are released before this returns. A ``SystemExit``/``KeyboardInterrupt``
+    raised by a handler in the main thread ends the batch there (the finished ones commit)
+    and is raised again, as in the default mode; in a worker thread it is that handler's
+    failure like any other.
     """
+    outcomes: list[Outcome] = []
+    rest = batch
+    while rest:
+        done, rest = _commit_some(entry, rest, leases, stopping)
+        outcomes += done
+    return outcomes
+
+
+def _commit_some(
+    entry: Handler, batch: list[Any], leases: LeaseExtender, stopping: Callable[[], bool]
+) -> tuple[list[Outcome], list[Any]]:
+    """One transaction over the head of ``batch``: its outcomes, and what is left to run."""
     started = time.monotonic()
     try:
         done = _run_in_transaction(entry, batch, leases, stopping)
     except _LeasesLost as exc:
-        return _run_one_by_one(entry, batch, exc.lost, leases, stopping)
+        return _run_one_by_one(entry, batch, exc.lost, leases, stopping), []
     except Exception:
         # The transaction rolled back: every message is still leased and comes back when
         # its lease expires (counted, so a batch that always breaks ends in dead letters).
         logger.exception("event=batch_failed queue=%s size=%s", entry.queue, len(batch))
         close_old_connections()
-        return [Outcome.FAILED] * len(batch)
+        return [Outcome.FAILED] * len(batch), []
     _release(entry.queue, done.unstarted)
     outcomes = done.outcomes()
     logger.debug(
-        "event=batch_committed queue=%s acked=%s failed=%s released=%s duration_ms=%.2f",
+        "event=batch_committed queue=%s acked=%s failed=%s released=%s deferred=%s "
+        "duration_ms=%.2f",
         entry.queue,
         outcomes.count(Outcome.ACKED),
         outcomes.count(Outcome.FAILED),
         len(done.unstarted),
+        len(done.deferred),
         (time.monotonic() - started) * 1000,
     )
     if done.interrupt is not None:
         raise done.interrupt
-    return outcomes
+    return outcomes, done.deferred
 
 
 def _run_in_transaction(
@@ -152,6 +178,9 @@ def _run_in_transaction(
         for i, message in enumerate(batch):
             if stopping() or done.interrupt is not None:
                 done.unstarted = batch[i:]
+                break
+            if savepoint.opened >= MAX_SAVEPOINTS:
+                done.deferred = batch[i:]  # for the next transaction (see MAX_SAVEPOINTS)
                 break
             if message.cancel_requested:
                 done.cancelled.append(message)
@@ -193,6 +222,8 @@ class _LazySavepoint:
         self._scope: ExitStack | None = None
         self._running = False
         self._opening = False
+        #: SAVEPOINT statements run in this transaction: ours and the handlers' own.
+        self.opened = 0
 
     @contextmanager
     def installed(self) -> Iterator[None]:
@@ -202,6 +233,8 @@ class _LazySavepoint:
     def _before_statement(
         self, execute: Callable[..., Any], sql: Any, params: Any, many: bool, context: Any
     ) -> Any:
+        if isinstance(sql, str) and sql.startswith("SAVEPOINT"):
+            self.opened += 1
         if self._running and self._scope is None and not self._opening:
             self._opening = True  # the SAVEPOINT statement itself passes through here
             try:
