@@ -230,36 +230,41 @@ def unregister_callback(queue: QueueRef) -> Any:
 
 
 @recovers()
-def complete(queue: QueueRef, msg_id: MessageRef, *, result: Any = None) -> bool:
-    """Acknowledge a message and record what its handler produced.
+def complete(queue: QueueRef, msg_ids: MessageRefs, *, result: Any = None) -> bool | list[int]:
+    """Acknowledge messages and record what their handler produced, in one statement.
 
     Like :func:`pgq_django.delete` (a receipt fences out a consumer whose lease was taken
-    over), and on a queue with ``archive_on_ack`` the archived copy keeps ``result`` for
-    :func:`result` and the tasks backend to read. A result PostgreSQL cannot store (not
-    JSON, NaN or Infinity, a NUL character, a lone surrogate) raises InvalidArgument with
+    over; one reference answers True/False, a list answers the ids acknowledged), and on a
+    queue with ``archive_on_ack`` each archived copy keeps ``result`` for :func:`result` and
+    the tasks backend to read. A result PostgreSQL cannot store (not JSON, NaN or Infinity,
+    a NUL character, a lone surrogate) raises InvalidArgument with
     ``details["field"] == "result"`` before anything changes.
     """
-    from django.core.serializers.json import DjangoJSONEncoder
-
     name = v.name(queue)
-    encoded = None
-    if result is not None:
-        try:
-            encoded = json.dumps(result, cls=DjangoJSONEncoder, allow_nan=False)
-            # What jsonb refuses although JSON allows it: NUL and lone surrogates.
-            json.dumps(result, cls=DjangoJSONEncoder, ensure_ascii=False).encode("utf-8")
-        except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
-            raise InvalidArgument(
-                f"result cannot be stored as JSON: {exc}.", field="result"
-            ) from None
-        if _ESCAPED_NUL.search(encoded):
-            raise InvalidArgument(
-                "result cannot be stored as JSON: it holds a NUL character.", field="result"
-            )
-    queue_id, deleted = message_manager().ack(name, [message_ref(msg_id)], result=encoded)
+    encoded = None if result is None else encode_result(result)
+    single, refs = message_refs(msg_ids)
+    queue_id, deleted = message_manager().ack(name, refs, result=encoded)
     if queue_id is None:
         raise queue_missing(name)
-    return bool(deleted)
+    return bool(deleted) if single else list(deleted)
+
+
+def encode_result(result: Any) -> str:
+    """The JSON text :func:`complete` stores for ``result``, or InvalidArgument (``field`` =
+    ``result``) when jsonb cannot hold it; a batching caller groups equal results by it."""
+    from django.core.serializers.json import DjangoJSONEncoder
+
+    try:
+        encoded = json.dumps(result, cls=DjangoJSONEncoder, allow_nan=False)
+        # What jsonb refuses although JSON allows it: NUL and lone surrogates.
+        json.dumps(result, cls=DjangoJSONEncoder, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        raise InvalidArgument(f"result cannot be stored as JSON: {exc}.", field="result") from None
+    if _ESCAPED_NUL.search(encoded):
+        raise InvalidArgument(
+            "result cannot be stored as JSON: it holds a NUL character.", field="result"
+        )
+    return encoded
 
 
 @recovers()

@@ -67,7 +67,7 @@ def _complete(queue: str, message: Any, value: Any) -> bool:
     rolled back and run again. The archived result then says why the value is missing.
     """
     try:
-        return delivery.complete(queue, message.receipt, result=value)
+        return bool(delivery.complete(queue, message.receipt, result=value))
     except InvalidArgument as exc:
         if exc.details.get("field") != "result":
             raise
@@ -78,7 +78,7 @@ def _complete(queue: str, message: Any, value: Any) -> bool:
             exc.message,
         )
         note = {"unstorable_result": exc.message, "type": type(value).__qualname__}
-        return delivery.complete(queue, message.receipt, result=note)
+        return bool(delivery.complete(queue, message.receipt, result=note))
 
 
 def _in_main_thread() -> bool:

@@ -66,6 +66,15 @@ class LeaseExtender(Service[LeaseExtenderConfig]):
             if lease is not None:
                 lease.started_at = time.monotonic()
 
+    def finished(self, message: Any) -> None:
+        """Its handler returned but its outcome is not committed yet (batch commit): until
+        then a forced stop releases it uncounted, as if it never started, since its writes
+        roll back with the batch, and no timeout applies to it any more."""
+        with self._lease_lock:
+            lease = self._leases.get(message.msg_id)
+            if lease is not None:
+                lease.started_at = None
+
     def untrack(self, message: Any) -> None:
         with self._lease_lock:
             self._leases.pop(message.msg_id, None)

@@ -20,16 +20,18 @@ from typing import Any
 
 from django.db import close_old_connections, connections
 
+from ..api import validation as v
 from ..api.delivery import release_leases
 from ..api.messages import read
 from ..api.stats import metrics
 from ..exceptions import QueueNotFound, QueuePaused
 from . import maintenance
+from .batch import run_batch
 from .executor import Outcome, execute
 from .leader import Leader
 from .leases import LeaseExtender
 from .notifier import Notifier, Wakeup
-from .registry import Handler, resolve
+from .registry import Handler, batched, resolve
 
 logger = logging.getLogger("pgq_django.worker")
 
@@ -54,8 +56,10 @@ class Worker:
     while there is a backlog and shrink after ``idle_timeout`` seconds idle. ``once`` drains
     what is visible and returns, with exit code 1 if a handler failed (cron and CI read the
     code). ``grace`` bounds how long a stop waits for handlers; ``handler_timeout`` bounds one
-    attempt of any handler without a ``timeout`` of its own. ``processed`` and ``failed``
-    count the messages handled successfully and unsuccessfully so far.
+    attempt of any handler without a ``timeout`` of its own. ``batch_size`` turns on batch
+    commit for every atomic handler (see :mod:`.batch`): that many messages leased at a time,
+    run in one transaction and acknowledged together. ``processed`` and ``failed`` count the
+    messages handled successfully and unsuccessfully so far.
     """
 
     def __init__(
@@ -74,8 +78,14 @@ class Worker:
         maintenance_interval: float = 60.0,
         handlers: dict[str, Handler] | None = None,
         handler_timeout: float | None = None,
+        batch_size: int | None = None,
     ) -> None:
         self.handlers = handlers if handlers is not None else resolve(queues)
+        self.batch_size = v.integer(
+            batch_size, "batch_size", minimum=1, maximum=1000, allow_none=True
+        )
+        if self.batch_size is not None:
+            self.handlers = batched(self.handlers, self.batch_size)
         self.min_workers = min_workers if min_workers is not None else concurrency
         self.max_workers = max(max_workers or self.min_workers, self.min_workers)
         self.idle_timeout = idle_timeout
@@ -319,6 +329,9 @@ class Worker:
             self.leases.track(entry.queue, message, length, timeout)
         if slot is not None:
             slot.busy = True
+        if entry.batch_commit and entry.atomic:
+            self._run_batch_commit(entry, messages, slot)
+            return
         try:
             for i, message in enumerate(messages):
                 if self.stopping.is_set():
@@ -342,6 +355,20 @@ class Worker:
                     slot.processed += 1
         finally:
             if slot is not None:
+                slot.busy = False
+
+    def _run_batch_commit(self, entry: Handler, messages: list[Any], slot: _Slot | None) -> None:
+        outcomes: list[Outcome] = []
+        try:
+            outcomes = run_batch(entry, messages, leases=self.leases, stopping=self.stopping.is_set)
+        finally:
+            for message in messages:
+                self.leases.untrack(message)
+            if slot is not None:
+                slot.failed += outcomes.count(Outcome.FAILED)
+                slot.processed += sum(
+                    o not in (Outcome.FAILED, Outcome.LEASE_LOST) for o in outcomes
+                )
                 slot.busy = False
 
     def _release(self, queue: str, messages: list[Any]) -> None:

@@ -12,7 +12,7 @@ import importlib
 import inspect
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.utils.module_loading import autodiscover_modules, import_string
@@ -36,6 +36,9 @@ class Handler:
     ``--handler-timeout``, else none) bounds one attempt: past it the lease is no longer
     extended and the attempt is nacked as failed, so a hung handler cannot hold its message
     forever (the thread itself cannot be stopped; its late ack is fenced like any other).
+    ``batch_commit`` (default False) runs each leased batch of an ``atomic`` handler in one
+    transaction: every handler in a savepoint of its own, the successes acknowledged by one
+    statement and committed together with their writes (see :mod:`.batch`).
     """
 
     queue: str
@@ -45,6 +48,7 @@ class Handler:
     atomic: bool = True
     options: dict[str, Any] = field(default_factory=dict)
     timeout: float | None = None
+    batch_commit: bool = False
 
     @property
     def is_async(self) -> bool:
@@ -65,26 +69,51 @@ def handler(
     batch: int = 10,
     atomic: bool = True,
     timeout: Any = None,
+    batch_commit: bool = False,
     **options: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function (sync or ``async def``) as the handler of ``queue``.
 
     The function receives the leased :class:`~pgq_django.Message`; what it returns is stored
     as the message's result when the queue archives acknowledged messages. Raising an
-    exception nacks the message (retry with backoff, then dead letter).
+    exception nacks the message (retry with backoff, then dead letter). ``batch_commit=True``
+    commits each leased batch (``batch`` messages) in one transaction instead of one per
+    message; it needs ``atomic=True``.
     """
     name = v.name(queue)
     entry_vt = v.seconds(vt, "vt", allow_none=True)
     size = v.integer(batch, "batch", minimum=1, maximum=1000)
     limit = v.seconds(timeout, "timeout", allow_none=True, minimum=0.001)
+    if not isinstance(batch_commit, bool):
+        raise InvalidArgument("batch_commit must be True or False.", field="batch_commit")
+    if batch_commit and not atomic:
+        raise InvalidArgument(
+            "batch_commit=True needs atomic=True: a batch commits its handlers' writes together "
+            "with their acknowledgements.",
+            field="batch_commit",
+        )
 
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(func):
             raise InvalidArgument(f"handler for {name!r} must be callable, not {func!r}.")
-        _registry[name] = Handler(name, func, entry_vt, size, atomic, dict(options), limit)
+        _registry[name] = Handler(
+            name, func, entry_vt, size, atomic, dict(options), limit, batch_commit
+        )
         return func
 
     return register
+
+
+def batched(handlers: dict[str, Handler], size: int) -> dict[str, Handler]:
+    """The handlers with batch commit turned on, ``size`` messages a batch (``--batch-size``).
+
+    Handlers with ``atomic=False`` stay as they are: their work must commit on its own, so
+    they keep one message per transaction (theirs) and their own ``batch``.
+    """
+    return {
+        queue: replace(entry, batch=size, batch_commit=True) if entry.atomic else entry
+        for queue, entry in handlers.items()
+    }
 
 
 def unregister(queue: str) -> None:

@@ -30,6 +30,17 @@ def positive_int(value: str) -> int:
     return _whole_number(value, 1)
 
 
+# The largest batch one lease may take (the handler option ``batch`` has the same bound).
+MAX_BATCH_SIZE = 1000
+
+
+def batch_size(value: str) -> int:
+    number = _whole_number(value, 1)
+    if number > MAX_BATCH_SIZE:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_BATCH_SIZE}")
+    return number
+
+
 def non_negative_int(value: str) -> int:
     return _whole_number(value, 0)
 
@@ -107,6 +118,16 @@ class Command(BaseCommand):
             "no longer extended (handlers' own timeout= wins). Default: no limit.",
         )
         parser.add_argument(
+            "--batch-size",
+            type=batch_size,
+            default=None,
+            metavar="N",
+            help="Batch commit: lease N messages at a time and run each batch in one "
+            "transaction, every handler in its own savepoint, the successes acknowledged "
+            f"together (1-{MAX_BATCH_SIZE}; handlers with atomic=False keep one message per "
+            "transaction). Default: one transaction per message.",
+        )
+        parser.add_argument(
             "--no-listen", action="store_true", help="Do not LISTEN for wake-ups; poll only."
         )
         parser.add_argument(
@@ -151,6 +172,7 @@ class Command(BaseCommand):
                 lead=not options["no_maintenance"],
                 maintenance_interval=settings.WORKER_MAINTENANCE_INTERVAL,
                 handler_timeout=options["handler_timeout"],
+                batch_size=options["batch_size"],
             )
         except (PgqError, ImportError) as exc:
             raise CommandError(str(exc)) from None
