@@ -53,7 +53,19 @@ TEMPLATES = [
 ]
 STATIC_URL = "/static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-PGQ = {"DEFAULT_VISIBILITY_TIMEOUT": 30}
+PGQ: dict[str, object] = {"DEFAULT_VISIBILITY_TIMEOUT": 30}
+# Behind a transaction-mode pooler (.ci/test-pgbouncer: DATABASE_URL goes through PgBouncer,
+# DIRECT_DATABASE_URL reaches the same server without it), with the settings
+# docs/howto/pgbouncer.md gives: no prepared statements, no server-side cursors, and LISTEN
+# on a direct connection.
+if os.environ.get("DIRECT_DATABASE_URL"):
+    from pgq_django.testing import dsn_to_django
+
+    _direct = dsn_to_django(os.environ["DIRECT_DATABASE_URL"])
+    _direct.pop("NAME")  # follow the test database
+    _direct.pop("ENGINE")
+    PGQ.update(PREPARED_STATEMENTS=False, LISTEN_CONNECTION=_direct)
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 
 # The django.tasks backend and a second, non-pgq backend, as tests/test_security.py uses them
 # in-process (override_settings) and in worker processes it starts with PGQ_TEST_TASKS=1.

@@ -23,6 +23,7 @@ from django.db import close_old_connections, connections
 from ..api.delivery import release_leases
 from ..api.messages import read
 from ..api.stats import metrics
+from ..conf import settings
 from ..exceptions import QueueNotFound, QueuePaused
 from . import maintenance
 from .executor import Outcome, execute
@@ -82,7 +83,7 @@ class Worker:
         self.once = once
         self.grace = grace
         self.poll_interval = poll_interval
-        self.listen = listen and not once
+        self.listen = listen and not once and bool(settings.LISTEN)
         self.lead = lead and not once
         self.maintenance_interval = maintenance_interval
         self.handler_timeout = handler_timeout
