@@ -26,6 +26,7 @@ the embedded PostgreSQL in ``.pgdata/bench`` (database ``pgq_bench``), or the on
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -107,13 +108,16 @@ def configure(direct: dict[str, Any], pooled: dict[str, Any]) -> None:
 
 
 def reset(name: str, fill: int = 0) -> None:
-    """Empty contender ``name``'s queue, then put ``fill`` messages in it (untimed, direct)."""
+    """Empty contender ``name``'s queue, put ``fill`` messages in it, vacuum and analyze the
+    table (untimed, on the direct connection), so every contender starts alike."""
     import pgq_django as pgq
 
     queue = queue_for(name)
     pgq.purge_queue(queue)
     for start in range(0, fill, 1000):
         pgq.send_batch(queue, [BODY] * min(1000, fill - start))
+    with common.connect() as admin:
+        admin.execute("VACUUM (ANALYZE) pgq_message")
 
 
 def drain(queue: str, qty: int) -> int:
@@ -205,7 +209,7 @@ def run_cases(rounds: int, quick: bool) -> dict[str, dict[str, list[float]]]:
         print(f"  {case.title}: {rounds} rounds of {n} messages …", flush=True)
         results[case.key] = common.interleave(rounds, measures, before_each=prepare)
     for name in CONTENDERS:
-        reset(name)
+        pgq.drop_queue(queue_for(name))
     return results
 
 
@@ -243,28 +247,42 @@ def report(results: dict[str, dict[str, list[float]]], rounds: int) -> list[list
 
 
 def _databases() -> tuple[dict[str, Any], str]:
-    """The direct Django database dict and its libpq URI (the embedded server's, by default)."""
+    """The direct Django database dict, and a libpq string PgBouncer can reach it by.
+
+    The embedded server's ``pgq_bench`` by default; the database ``DATABASE_URL`` names; or,
+    when ``DJANGO_SETTINGS_MODULE`` is set, that settings module's default database (the
+    smoke test runs on the test database this way).
+    """
+    from psycopg.conninfo import make_conninfo
+
     from pgq_django.testing import dsn_to_django, embedded_dsn
 
+    module = os.environ.get("DJANGO_SETTINGS_MODULE")
     url = os.environ.get("DATABASE_URL")
-    if url:
-        return dsn_to_django(url), url
-    server = direct_url(embedded_dsn(common.BENCH_DATA_DIR))
-    common._ensure_database(server, common.BENCH_DB_NAME)
-    db = dsn_to_django(server)
-    db["NAME"] = common.BENCH_DB_NAME
-    return db, server
+    if module:
+        db = dict(importlib.import_module(module).DATABASES["default"])
+    elif url:
+        db = dsn_to_django(url)
+    else:
+        server = direct_url(embedded_dsn(common.BENCH_DATA_DIR))
+        common._ensure_database(server, common.BENCH_DB_NAME)
+        db = dsn_to_django(server)
+        db["NAME"] = common.BENCH_DB_NAME
+    backend = make_conninfo(
+        host=db.get("HOST") or None, port=str(db.get("PORT") or 5432), user=db.get("USER") or None
+    )
+    return db, backend
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = common.arguments(__doc__.splitlines()[0], argv)
     rounds = args.rounds or (3 if args.quick else 7)
-    direct, server = _databases()
-    with PgBouncer(server, pool_size=20) as bouncer:
+    direct, backend = _databases()
+    with PgBouncer(backend, pool_size=20) as bouncer:
         pooled = {**direct, **{"HOST": "127.0.0.1", "PORT": str(bouncer.port)}}
         pooled.update(USER=bouncer.user, PASSWORD=bouncer.password)
         configure(direct, pooled)
-        print(f"PgBouncer 1.18 (transaction mode) on 127.0.0.1:{bouncer.port}", flush=True)
+        print(f"PgBouncer (transaction mode) on 127.0.0.1:{bouncer.port}", flush=True)
         results = run_cases(rounds, args.quick)
         common.close_django_connections()
     rows = report(results, rounds)

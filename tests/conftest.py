@@ -22,6 +22,24 @@ ROOT = Path(__file__).resolve().parent.parent
 pytest_plugins = ["tests.http_server"]
 
 
+def _keep_pooler_settings(*, setting: str, value: Any, **kwargs: Any) -> None:
+    """Behind a pooler, keep its settings under every test's own ``PGQ`` override.
+
+    A project behind PgBouncer keeps them in its settings whatever else it sets; a test that
+    overrides ``PGQ`` with, say, a partition size only means to change that. An explicit
+    value in the override (``PREPARED_STATEMENTS: True``) wins.
+    """
+    if setting == "PGQ" and isinstance(value, dict):
+        for key, pooled in settings.POOLER_PGQ.items():
+            value.setdefault(key, pooled)
+
+
+if getattr(settings, "POOLER_PGQ", None):
+    from django.core.signals import setting_changed
+
+    setting_changed.connect(_keep_pooler_settings)
+
+
 @pytest.fixture(autouse=True)
 def _close_listeners() -> Iterator[None]:
     """LISTEN connections are cached per thread; close them so test databases can be dropped."""
@@ -177,10 +195,16 @@ def run_quick_bench(module: str, *args: str) -> str:
     The benchmark smoke tests check that a benchmark runs end to end and prints numbers,
     never how fast anything was.
     """
+    env = subprocess_env()
+    direct = env.pop("DIRECT_DATABASE_URL", None)
+    if direct:
+        # Behind a pooler (.ci/test-pgbouncer) the benchmarks still run direct: they compare
+        # contenders that prepare statements, and bench.pooler starts its own PgBouncer.
+        env["DATABASE_URL"] = direct
     proc = subprocess.run(
         [sys.executable, "-m", module, "--quick", *args],
         cwd=ROOT,
-        env=subprocess_env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,

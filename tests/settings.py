@@ -64,7 +64,9 @@ if os.environ.get("DIRECT_DATABASE_URL"):
     _direct = dsn_to_django(os.environ["DIRECT_DATABASE_URL"])
     _direct.pop("NAME")  # follow the test database
     _direct.pop("ENGINE")
-    PGQ.update(PREPARED_STATEMENTS=False, LISTEN_CONNECTION=_direct)
+    # tests/conftest.py lays these over any PGQ a test overrides, as a project keeps them.
+    POOLER_PGQ = {"PREPARED_STATEMENTS": False, "LISTEN_CONNECTION": _direct}
+    PGQ.update(POOLER_PGQ)
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 
 # The django.tasks backend and a second, non-pgq backend, as tests/test_security.py uses them
