@@ -180,9 +180,11 @@ class PgBouncer:
 
 
 def direct_url(backend_dsn: str) -> str:
-    """The embedded server's URI as libpq takes it (the wheel's has an empty password)."""
+    """The embedded server's URI as libpq takes it (the wheel's has an empty password), with
+    its port spelled out: settings laid over a pooler's must not keep the pooler's port."""
     parts = conninfo_to_dict(backend_dsn)
     parts.pop("password", None)
+    parts.setdefault("port", "5432")
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in parts.items()})
 
 

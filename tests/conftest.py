@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from django.conf import settings
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,6 +38,20 @@ if getattr(settings, "POOLER_PGQ", None):
     from django.core.signals import setting_changed
 
     setting_changed.connect(_keep_pooler_settings)
+
+    @pytest.fixture(scope="session", autouse=True)
+    def _release_pooled_server_connections(django_db_setup: Any) -> Iterator[None]:
+        """Before the test database is dropped, end the pooler's idle server connections to
+        it (PgBouncer keeps them for reuse, and PostgreSQL refuses to drop a database that
+        has sessions)."""
+        yield
+        name = settings.DATABASES["default"]["NAME"]
+        with psycopg.connect(os.environ["DIRECT_DATABASE_URL"], autocommit=True) as direct:
+            direct.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid()",
+                [name],
+            )
 
 
 @pytest.fixture(autouse=True)
@@ -187,6 +201,16 @@ def time_passes(queue: Any, seconds: float) -> int:
             [seconds, seconds, seconds, name],
         )
         return int(cursor.rowcount)
+
+
+def direct_dsn(dsn: str) -> str:
+    """``dsn``'s database on the server itself, past the pooler when this run goes through
+    one (.ci/test-pgbouncer), for benchmarks: they configure Django themselves, with
+    prepared statements, and bench.pooler measures the pooler."""
+    direct = os.environ.get("DIRECT_DATABASE_URL")
+    if not direct:
+        return dsn
+    return make_conninfo(direct, dbname=conninfo_to_dict(dsn)["dbname"])
 
 
 def run_quick_bench(module: str, *args: str) -> str:

@@ -64,6 +64,8 @@ if os.environ.get("DIRECT_DATABASE_URL"):
     _direct = dsn_to_django(os.environ["DIRECT_DATABASE_URL"])
     _direct.pop("NAME")  # follow the test database
     _direct.pop("ENGINE")
+    for _key in ("HOST", "PORT", "USER", "PASSWORD"):  # each replaces the pooler's
+        _direct.setdefault(_key, "")
     # tests/conftest.py lays these over any PGQ a test overrides, as a project keeps them.
     POOLER_PGQ = {"PREPARED_STATEMENTS": False, "LISTEN_CONNECTION": _direct}
     PGQ.update(POOLER_PGQ)
