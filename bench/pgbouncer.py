@@ -23,7 +23,10 @@ suite this way::
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
+import hashlib
+import hmac
 import os
 import pwd
 import secrets
@@ -66,6 +69,24 @@ pidfile = {workdir}/pgbouncer.pid
 log_connections = 0
 log_disconnections = 0
 """
+
+
+def scram_secret(password: str, iterations: int = 4096) -> str:
+    """The SCRAM-SHA-256 verifier of ``password`` as PostgreSQL stores it (RFC 5802/7677).
+
+    PgBouncer given the verifier instead of the password does not derive it again for
+    every login, which halves what a new connection costs it.
+    """
+    salt = secrets.token_bytes(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    stored_key = hashlib.sha256(client_key).digest()
+    server_key = hmac.new(salted, b"Server Key", "sha256").digest()
+    b64 = base64.b64encode
+    return (
+        f"SCRAM-SHA-256${iterations}:{b64(salt).decode()}"
+        f"${b64(stored_key).decode()}:{b64(server_key).decode()}"
+    )
 
 
 def free_port() -> int:
@@ -114,7 +135,8 @@ class PgBouncer:
         if not Path(binary).exists():
             raise RuntimeError("pgbouncer is not installed (apt-get install pgbouncer)")
         self.workdir = Path(tempfile.mkdtemp(prefix="pgq-pgbouncer-"))
-        (self.workdir / "userlist.txt").write_text(f'"{self.user}" "{self.password}"\n')
+        secret = scram_secret(self.password)
+        (self.workdir / "userlist.txt").write_text(f'"{self.user}" "{secret}"\n')
         command = [binary, "-q", str(self.workdir / "pgbouncer.ini")]  # -q: log to file only
         user = self._run_as()
         if user is not None:
