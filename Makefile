@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: venv test demo bench docs lint typecheck tox clean browser
+.PHONY: venv test demo bench docs lint typecheck tox clean browser pgbouncer
 
 venv: $(STAMP)
 
@@ -24,7 +24,13 @@ browser:
 		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
 
-test: venv browser
+# The PgBouncer tests (tests/test_pgbouncer.py, the bench.pooler smoke test) run Debian's.
+pgbouncer:
+	@test -x /usr/sbin/pgbouncer || command -v pgbouncer >/dev/null || { \
+		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq pgbouncer; }
+
+test: venv browser pgbouncer
 	$(BIN)/python -m pytest
 
 lint: venv
