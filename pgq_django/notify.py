@@ -416,6 +416,13 @@ class Hub:
         self._wake_w.close()
 
     @property
+    def backend_pid(self) -> int | None:
+        """The server process of the LISTEN connection; None while not connected (or with
+        ``PGQ["LISTEN"]`` off). Behind a pooler, PgBouncer's, unless LISTEN goes past it."""
+        conn = self._conn
+        return None if conn is None else conn.info.backend_pid
+
+    @property
     def alive(self) -> bool:
         return self.pid == os.getpid() and not self._stop.is_set() and self._thread.is_alive()
 

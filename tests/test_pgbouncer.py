@@ -167,8 +167,8 @@ def test_listen_goes_past_the_pooler_and_hears_sends_made_through_it(
     assert params["dbname"] == connections["default"].settings_dict["NAME"]
     with notify.interest(name) as wakeups:
         hub = notify.hub()
-        assert hub._conn is not None
-        backend = hub._conn.info.backend_pid
+        backend = hub.backend_pid
+        assert backend is not None
         with psycopg.connect(make_conninfo(**params)) as admin:
             row = admin.execute(
                 "SELECT query FROM pg_stat_activity WHERE pid = %s", [backend]
@@ -193,7 +193,7 @@ def test_without_listen_waiters_poll_and_no_connection_is_opened(queue_name: str
     with override_settings(PGQ={"LISTEN": False}):
         with notify.interest(queue_name) as wakeups:
             hub = notify.hub()
-            assert hub.ready.is_set() and hub._conn is None and hub.connects == 0
+            assert hub.ready.is_set() and hub.backend_pid is None and hub.connects == 0
             pgq.send(queue_name, {"n": 0})
             assert wakeups.wait(0.05) is False  # nothing listens, so nothing wakes it
         assert [m.message for m in pgq.pop(queue_name)] == [{"n": 0}]
