@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: venv test test-unit test-integration test-acceptance demo bench docs lint typecheck tox clean browser
+.PHONY: venv test test-unit test-integration test-acceptance demo bench docs lint typecheck tox clean browser pgbouncer
 
 venv: $(STAMP)
 
@@ -24,7 +24,13 @@ browser:
 		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
 
-test: venv browser
+# The PgBouncer tests (tests/test_pgbouncer.py, the bench.pooler smoke test) run Debian's.
+pgbouncer:
+	@test -x /usr/sbin/pgbouncer || command -v pgbouncer >/dev/null || { \
+		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq pgbouncer; }
+
+test: venv browser pgbouncer
 	$(BIN)/python -m pytest
 
 # One layer at a time (CONTRIBUTING.md): unit needs no database, integration the real
@@ -35,7 +41,7 @@ test-unit: venv
 test-integration: venv
 	$(BIN)/python -m pytest tests/integration
 
-test-acceptance: venv browser
+test-acceptance: venv browser pgbouncer
 	$(BIN)/python -m pytest tests/acceptance
 
 lint: venv

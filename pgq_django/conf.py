@@ -25,7 +25,8 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_RETRY_DELAY": 30,
     # Prepare the queue statements once per connection (about twice the speed of a send).
     # Set False behind a pooler that cannot keep prepared statements (PgBouncer in
-    # transaction mode before 1.21, or without max_prepared_statements).
+    # transaction mode before 1.21, or without max_prepared_statements): see
+    # docs/howto/pgbouncer.md.
     "PREPARED_STATEMENTS": True,
     # Byte budgets (see docs/reference/settings.md): a read or pop returns at most
     # READ_MAX_BYTES // the queue's max_message_size messages (and never more than qty); a
@@ -41,6 +42,13 @@ DEFAULTS: dict[str, Any] = {
     "MAX_WAIT_SECONDS": 20,
     # Channel used for LISTEN/NOTIFY wake-ups; the payload is the queue name.
     "NOTIFY_CHANNEL": "pgq",
+    # LISTEN for wake-ups (one connection per process). False: waiters and workers poll.
+    "LISTEN": True,
+    # Where that LISTEN connection goes: None is the queue database itself; a dict of
+    # Django DATABASES keys (HOST, PORT, USER, PASSWORD, OPTIONS...) laid over its settings
+    # reaches PostgreSQL past a transaction-mode pooler, where LISTEN cannot work
+    # (docs/howto/pgbouncer.md).
+    "LISTEN_CONNECTION": None,
     # Width of one msg_id range partition of the message and archive tables.
     "PARTITION_SIZE": 10_000_000,
     # How many partitions ahead of the sequence maintenance keeps ready.
@@ -126,6 +134,8 @@ class PgqSettings:
     METRICS_EXACT_COUNT: int
     MAX_WAIT_SECONDS: float
     NOTIFY_CHANNEL: str
+    LISTEN: bool
+    LISTEN_CONNECTION: dict[str, Any] | None
     PARTITION_SIZE: int
     PARTITION_PREMAKE: int
     LIVE_PARTITION_STORAGE: dict[str, float | int | bool]

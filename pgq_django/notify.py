@@ -65,10 +65,43 @@ PASS_ON = 2
 
 
 def connection_params(alias: str | None = None) -> dict[str, Any]:
-    """psycopg.connect() keyword arguments equivalent to a Django database alias."""
-    params = dict(connections[alias or settings.DATABASE].get_connection_params())
-    for key in ("cursor_factory", "context", "prepare_threshold", "client_encoding"):
+    """psycopg.connect() keyword arguments equivalent to a Django database alias.
+
+    psycopg's own default applies to preparing (after five runs of a statement); pass
+    ``prepare_threshold=None`` for a connection that may go through a transaction-mode
+    pooler, where a prepared statement lives on a server connection the next transaction
+    may not get.
+    """
+    params = _psycopg_params(connections[alias or settings.DATABASE])
+    params.pop("prepare_threshold")
+    return params
+
+
+def listen_params(alias: str | None = None) -> dict[str, Any]:
+    """psycopg.connect() keyword arguments of the LISTEN connection for ``alias``.
+
+    ``PGQ["LISTEN_CONNECTION"]`` (Django DATABASES keys) is laid over the alias's settings:
+    behind a transaction-mode pooler it points past the pooler at PostgreSQL itself, since
+    a LISTEN only hears notifications while its session lasts, and a pooler hands the
+    session to other clients between transactions. The database name stays the alias's
+    unless the override names one (so a test database is followed).
+    """
+    db = connections[alias or settings.DATABASE]
+    override = settings.LISTEN_CONNECTION
+    if not override:
+        return _psycopg_params(db)
+    merged = {**db.settings_dict, **override}
+    merged["OPTIONS"] = {**db.settings_dict.get("OPTIONS", {}), **override.get("OPTIONS", {})}
+    return _psycopg_params(type(db)(merged, alias=db.alias))
+
+
+def _psycopg_params(db: Any) -> dict[str, Any]:
+    """The keyword arguments of Django's connection ``db`` that psycopg.connect() takes,
+    never preparing statements (see :func:`connection_params`)."""
+    params = dict(db.get_connection_params())
+    for key in ("cursor_factory", "context", "client_encoding"):
         params.pop(key, None)
+    params["prepare_threshold"] = None
     return params
 
 
@@ -85,7 +118,7 @@ class Listener:
 
     def __init__(self, alias: str | None = None) -> None:
         self.channel = settings.NOTIFY_CHANNEL
-        self.conn = psycopg.connect(**connection_params(alias), autocommit=True)
+        self.conn = psycopg.connect(**listen_params(alias), autocommit=True)
         _listen(self.conn, self.channel)
         self.pending: set[str] = set()
 
@@ -165,7 +198,8 @@ class Hub:
         self.alias = alias or settings.DATABASE
         self.channel = settings.NOTIFY_CHANNEL
         self.pid = os.getpid()
-        self._params = connection_params(self.alias)
+        self._params = listen_params(self.alias)
+        self.listening = bool(settings.LISTEN)
         self.ready = threading.Event()
         self.connects = 0  # how many times the hub (re)connected; tests and logs read it
         # Per queue: interests without a group, and per group the interests in arrival order
@@ -287,6 +321,12 @@ class Hub:
         return conn
 
     def _run(self) -> None:
+        if not self.listening:
+            # PGQ["LISTEN"] is False: no connection, nothing to hear. Waiters are ready at
+            # once and re-check on their poll interval (the head of each group, see leads()).
+            self.ready.set()
+            self._stop.wait()
+            return
         failures = 0
         while not self._stop.is_set():
             try:
@@ -374,6 +414,13 @@ class Hub:
         self._wake(None)
         self._wake_r.close()
         self._wake_w.close()
+
+    @property
+    def backend_pid(self) -> int | None:
+        """The server process of the LISTEN connection; None while not connected (or with
+        ``PGQ["LISTEN"]`` off). Behind a pooler, PgBouncer's, unless LISTEN goes past it."""
+        conn = self._conn
+        return None if conn is None else conn.info.backend_pid
 
     @property
     def alive(self) -> bool:

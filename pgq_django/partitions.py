@@ -14,9 +14,12 @@ Both tables are ``PARTITION BY RANGE (msg_id)`` with a DEFAULT partition. One up
    once it is empty, or once every row in it is past its queue's retention (and, with
    ``PGQ["ARCHIVE_DROP_REQUIRES_EXPORT"]``, covered by a recorded Spark export).
 
-Safety. Only one run changes anything at a time: each holds a session advisory lock and a
-second run that finds it taken does nothing (two leaders for a moment, or the command run
-beside a worker). Each change is its own short transaction that takes the parent's ACCESS
+Safety. Only one run changes anything at a time: each holds an advisory lock and a second
+run that finds it taken does nothing (two leaders for a moment, or the command run beside a
+worker). The lock is transaction-scoped, held in a transaction of a connection of its own
+that stays open for the run, so it also holds behind a transaction-mode pooler (a session
+lock taken through PgBouncer would stay on a server connection that moves on to other
+clients). Each change is its own short transaction that takes the parent's ACCESS
 EXCLUSIVE lock under a short ``lock_timeout`` and re-checks its condition under that lock, so
 no insert into the range can be in flight; under load it is skipped and tried at the next
 run rather than stalling senders and readers (who queue behind a waiting lock).
@@ -27,12 +30,14 @@ ever failing for want of a range: see docs/operations.md.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from django.db import IntegrityError, OperationalError, transaction
 from psycopg import sql
 
@@ -435,24 +440,43 @@ def upkeep(
     there, with every change made so far committed and nothing half-done. A run that finds
     another holding the upkeep lock yields one ``busy`` line and changes nothing.
     """
-    if not dry_run and not _one(statements.TRY_UPKEEP_LOCK)[0]:
-        yield "busy: another upkeep run holds the lock; nothing done"
-        return
-    try:
-        steps = (
-            _repair(dry_run=dry_run, lock_timeout_ms=1000),
-            _premake(premake, dry_run=dry_run),
-            iter(tune_live_partitions(dry_run=dry_run)),
-            _drops(dry_run=dry_run, lock_timeout_ms=100),
-        )
-        for step in steps:
-            for action in step:
-                yield action
-                if stop():
-                    return
-    finally:
-        if not dry_run:
-            _one(statements.UPKEEP_UNLOCK)
+    with contextlib.ExitStack() as held:
+        if not dry_run and not held.enter_context(_upkeep_lock()):
+            yield "busy: another upkeep run holds the lock; nothing done"
+            return
+        yield from _steps(premake, dry_run=dry_run, stop=stop)
+
+
+@contextlib.contextmanager
+def _upkeep_lock() -> Iterator[bool]:
+    """Try the upkeep lock in a transaction of a connection of its own; True when taken.
+
+    The transaction stays open (idle, holding no snapshot) for the ``with`` block, and ends
+    with it, which releases the lock. The steps run on Django's connection meanwhile, each
+    in transactions of their own.
+    """
+    from .notify import connection_params
+
+    with psycopg.connect(**connection_params(), prepare_threshold=None) as conn:
+        try:
+            yield bool(conn.execute(statements.TRY_UPKEEP_LOCK).fetchone()[0])  # type: ignore[index]
+        finally:
+            conn.rollback()
+
+
+def _steps(premake: int | None, *, dry_run: bool, stop: Callable[[], bool]) -> Iterator[str]:
+    """Repair, premake, tune, then drop, asking ``stop`` after every action."""
+    steps = (
+        _repair(dry_run=dry_run, lock_timeout_ms=1000),
+        _premake(premake, dry_run=dry_run),
+        iter(tune_live_partitions(dry_run=dry_run)),
+        _drops(dry_run=dry_run, lock_timeout_ms=100),
+    )
+    for step in steps:
+        for action in step:
+            yield action
+            if stop():
+                return
 
 
 def run_maintenance(premake: int | None = None, *, dry_run: bool = False) -> list[str]:

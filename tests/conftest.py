@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from django.conf import settings
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,6 +64,38 @@ def assign_layer(items: list[pytest.Item], directory: Path, layer: str) -> None:
             f"{layer} tests may not use these (move them to a higher layer):\n"
             + "\n".join(misplaced)
         )
+
+
+def _keep_pooler_settings(*, setting: str, value: Any, **kwargs: Any) -> None:
+    """Behind a pooler, keep its settings under every test's own ``PGQ`` override.
+
+    A project behind PgBouncer keeps them in its settings whatever else it sets; a test that
+    overrides ``PGQ`` with, say, a partition size only means to change that. An explicit
+    value in the override (``PREPARED_STATEMENTS: True``) wins.
+    """
+    if setting == "PGQ" and isinstance(value, dict):
+        for key, pooled in settings.POOLER_PGQ.items():
+            value.setdefault(key, pooled)
+
+
+if getattr(settings, "POOLER_PGQ", None):
+    from django.core.signals import setting_changed
+
+    setting_changed.connect(_keep_pooler_settings)
+
+    @pytest.fixture(scope="session", autouse=True)
+    def _release_pooled_server_connections(django_db_setup: Any) -> Iterator[None]:
+        """Before the test database is dropped, end the pooler's idle server connections to
+        it (PgBouncer keeps them for reuse, and PostgreSQL refuses to drop a database that
+        has sessions)."""
+        yield
+        name = settings.DATABASES["default"]["NAME"]
+        with psycopg.connect(os.environ["DIRECT_DATABASE_URL"], autocommit=True) as direct:
+            direct.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid()",
+                [name],
+            )
 
 
 @pytest.fixture(autouse=True)
@@ -250,16 +282,32 @@ def needs_extra(extra: str) -> pytest.MarkDecorator:
     )
 
 
+def direct_dsn(dsn: str) -> str:
+    """``dsn``'s database on the server itself, past the pooler when this run goes through
+    one (.ci/test-pgbouncer), for benchmarks: they configure Django themselves, with
+    prepared statements, and bench.pooler measures the pooler."""
+    direct = os.environ.get("DIRECT_DATABASE_URL")
+    if not direct:
+        return dsn
+    return make_conninfo(direct, dbname=conninfo_to_dict(dsn)["dbname"])
+
+
 def run_quick_bench(module: str, *args: str) -> str:
     """Run ``python -m <module> --quick [args]`` on the test database; its standard output.
 
     The benchmark smoke tests check that a benchmark runs end to end and prints numbers,
     never how fast anything was.
     """
+    env = subprocess_env()
+    direct = env.pop("DIRECT_DATABASE_URL", None)
+    if direct:
+        # Behind a pooler (.ci/test-pgbouncer) the benchmarks still run direct: they compare
+        # contenders that prepare statements, and bench.pooler starts its own PgBouncer.
+        env["DATABASE_URL"] = direct
     proc = subprocess.run(
         [sys.executable, "-m", module, "--quick", *args],
         cwd=ROOT,
-        env=subprocess_env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,

@@ -68,7 +68,23 @@ TEMPLATES = [
 ]
 STATIC_URL = "/static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-PGQ = {"DEFAULT_VISIBILITY_TIMEOUT": 30}
+PGQ: dict[str, object] = {"DEFAULT_VISIBILITY_TIMEOUT": 30}
+# Behind a transaction-mode pooler (.ci/test-pgbouncer: DATABASE_URL goes through PgBouncer,
+# DIRECT_DATABASE_URL reaches the same server without it), with the settings
+# docs/howto/pgbouncer.md gives: no prepared statements, no server-side cursors, and LISTEN
+# on a direct connection.
+if os.environ.get("DIRECT_DATABASE_URL"):
+    from pgq_django.testing import dsn_to_django
+
+    _direct = dsn_to_django(os.environ["DIRECT_DATABASE_URL"])
+    _direct.pop("NAME")  # follow the test database
+    _direct.pop("ENGINE")
+    for _key in ("HOST", "PORT", "USER", "PASSWORD"):  # each replaces the pooler's
+        _direct.setdefault(_key, "")
+    # tests/conftest.py lays these over any PGQ a test overrides, as a project keeps them.
+    POOLER_PGQ = {"PREPARED_STATEMENTS": False, "LISTEN_CONNECTION": _direct}
+    PGQ.update(POOLER_PGQ)
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 
 # The django.tasks backend and a second, non-pgq backend, as
 # tests/acceptance/test_security.py uses them in-process (override_settings) and in worker

@@ -31,11 +31,9 @@ SEQUENCE_POSITION = sql.SQL(
 # The upkeep lock's key: the first 8 bytes of md5("pgq_django.partition_upkeep").
 _UPKEEP_KEY = "('x' || left(md5('pgq_django.partition_upkeep'), 16))::bit(64)::bigint"
 
-# -- try_upkeep_lock -- One upkeep run at a time: take the session lock without waiting.
-TRY_UPKEEP_LOCK = f"SELECT pg_try_advisory_lock({_UPKEEP_KEY})"
-
-# -- upkeep_unlock -- Release the upkeep lock at the end of a run.
-UPKEEP_UNLOCK = f"SELECT pg_advisory_unlock({_UPKEEP_KEY})"
+# -- try_upkeep_lock -- One upkeep run at a time: take the lock without waiting, for as long
+# as this transaction (the run's own, on a connection of its own) lasts.
+TRY_UPKEEP_LOCK = f"SELECT pg_try_advisory_xact_lock({_UPKEEP_KEY})"
 
 # -- set_lock_timeout -- Give up waiting for a lock after {timeout} (this transaction only).
 SET_LOCK_TIMEOUT = sql.SQL("SET LOCAL lock_timeout = {timeout}")

@@ -1,10 +1,20 @@
 """Leader election by a PostgreSQL advisory lock: one maintenance runner per database.
 
-Each worker's leader thread keeps trying ``pg_try_advisory_lock`` on a dedicated
-connection. The holder runs the maintenance duties; when its process dies the connection
-closes, the lock is released, and another worker takes over within a tick. The lock lives as
-long as that session, so its statements (:mod:`pgq_django.sql.leader`) run on it directly
-rather than through :mod:`pgq_django.db`.
+Each worker's leader thread keeps trying ``pg_try_advisory_xact_lock`` on a dedicated
+connection. A follower that misses it ends its transaction at once; the holder keeps its
+transaction open while it leads and runs the maintenance duties (on Django's connection, not
+this one). When its process dies the connection closes, the transaction ends, the lock is
+released, and another worker takes over within a tick. The lock lives as long as that
+transaction, so its statements (:mod:`pgq_django.sql.leader`) run on it directly rather than
+through :mod:`pgq_django.db`.
+
+A transaction-scoped lock, not a session one, so that election works behind a
+transaction-mode pooler (PgBouncer): the pooler keeps one server connection for a client for
+exactly as long as its transaction, so the lock and its holder stay together. A session lock
+would stay behind on a pooled server connection after its "session" moved on, held for
+nobody and granted again to whichever client got that server connection next. The open
+transaction takes no snapshot between statements and writes nothing, so it holds back no
+vacuum (docs/howto/pgbouncer.md).
 """
 
 from __future__ import annotations
@@ -54,15 +64,18 @@ class Leader(Service[LeaderConfig]):
         from ..notify import connection_params
 
         if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(**connection_params(self.alias), autocommit=True)
+            params = connection_params(self.alias)
+            self._conn = psycopg.connect(**params, prepare_threshold=None)
             self.is_leader = False
         if not self.is_leader:
             self.is_leader = bool(self._conn.execute(sql.TRY_LEADER_LOCK).fetchone()[0])
             if self.is_leader:
                 logger.info("event=leader_elected")
                 self.elected.set()
+            else:
+                self._conn.rollback()  # a follower holds no transaction (nor pooled server)
         else:
-            self._conn.execute(sql.LEADER_PING)  # still connected, so still holding the lock
+            self._conn.execute(sql.LEADER_PING)  # still in the transaction: still the holder
         return self.is_leader
 
     def run(self) -> None:
@@ -82,8 +95,7 @@ class Leader(Service[LeaderConfig]):
         """Give up the lead (if held) and close the election connection."""
         if self._conn is not None and not self._conn.closed:
             try:
-                if self.is_leader:
-                    self._conn.execute(sql.LEADER_UNLOCK)
+                self._conn.rollback()  # ends the transaction, and with it the lock
             finally:
                 self._conn.close()
         self.is_leader = False

@@ -24,6 +24,7 @@ from ..api import validation as v
 from ..api.delivery import release_leases
 from ..api.messages import read
 from ..api.stats import metrics
+from ..conf import settings
 from ..exceptions import QueueNotFound, QueuePaused
 from . import maintenance
 from .batch import run_batch
@@ -92,7 +93,7 @@ class Worker:
         self.once = once
         self.grace = grace
         self.poll_interval = poll_interval
-        self.listen = listen and not once
+        self.listen = listen and not once and bool(settings.LISTEN)
         self.lead = lead and not once
         self.maintenance_interval = maintenance_interval
         self.handler_timeout = handler_timeout

@@ -78,3 +78,19 @@ def test_quick_rest_benchmark_prints_a_table_of_numeric_ratios(transactional_db:
     assert re.search(rf"All on one queue, 5 sends one at a time: p50 {NUMBER} ms", out), out
     assert "results: " in out
     assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_")]
+
+
+@pytest.mark.slow
+def test_quick_pooler_benchmark_runs_through_its_own_pgbouncer(transactional_db: Any) -> None:
+    import pgq_django as pgq
+
+    out = run_quick_bench("bench.pooler")
+    assert "PgBouncer (transaction mode) on 127.0.0.1:" in out
+    for case in ("send (1 per call)", "send_batch (100 per call)", "read+delete qty 1"):
+        row = re.search(
+            rf"^\| {re.escape(case)} +\|" + rf" ({NUMBER}) +\|" * 6,
+            out,
+            re.MULTILINE,
+        )
+        assert row, f"no numeric row for {case!r} in:\n{out}"
+    assert not [q for q in pgq.list_queues() if q.name.startswith("bench_pooler_")]

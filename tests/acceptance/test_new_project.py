@@ -34,7 +34,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, direct_dsn
 
 pytestmark = pytest.mark.slow
 
@@ -159,7 +159,9 @@ def _environment(database_url: str) -> dict[str, str]:
         for k, v in os.environ.items()
         if k not in ("DJANGO_SETTINGS_MODULE", "PYTHONPATH", "PGQ_USE_TEST_DB", "VIRTUAL_ENV")
     }
-    env["DATABASE_URL"] = database_url
+    env.pop("DIRECT_DATABASE_URL", None)
+    # The tutorial's project has no pooler settings: it talks to the server itself.
+    env["DATABASE_URL"] = direct_dsn(database_url)
     return env
 
 

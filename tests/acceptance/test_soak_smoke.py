@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, needs_extra, subprocess_env
+from tests.conftest import ROOT, direct_dsn, needs_extra, subprocess_env
 
 pytestmark = needs_extra("bench")
 
@@ -27,7 +27,7 @@ MESSAGES = 20_000
 def test_a_short_soak_acknowledges_every_message_once_and_reports_each_figure(
     fresh_database: str, tmp_path: Path
 ) -> None:
-    env = subprocess_env(DATABASE_URL=fresh_database)
+    env = subprocess_env(DATABASE_URL=direct_dsn(fresh_database))
     env.pop("DJANGO_SETTINGS_MODULE")  # the soak configures Django for its own database
     report_path, png = tmp_path / "soak.json", tmp_path / "soak.png"
     proc = subprocess.run(

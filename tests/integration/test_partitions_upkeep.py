@@ -221,15 +221,15 @@ def test_with_export_required_an_archive_range_waits_for_an_export_covering_it(
 
 def test_a_second_upkeep_run_does_nothing_while_one_holds_the_lock(past_every_range):
     before = partitions.list_partitions("pgq_message")
-    with psycopg.connect(_conninfo(connection.settings_dict["NAME"]), autocommit=True) as other:
-        assert other.execute(partition_sql.TRY_UPKEEP_LOCK).fetchone()[0]
+    with psycopg.connect(_conninfo(connection.settings_dict["NAME"])) as other:
+        assert other.execute(partition_sql.TRY_UPKEEP_LOCK).fetchone()[0]  # held till rollback
         assert partitions.run_maintenance() == [
             "busy: another upkeep run holds the lock; nothing done"
         ]
         assert partitions.list_partitions("pgq_message") == before
         # A dry run only reads, so it still shows the plan.
         assert any(a.startswith("create ") for a in partitions.run_maintenance(dry_run=True))
-        other.execute(partition_sql.UPKEEP_UNLOCK)  # (closing the session frees it, but later)
+        other.rollback()  # ends the transaction, and with it the lock
     assert any(a.startswith("create ") for a in partitions.run_maintenance())
 
 
