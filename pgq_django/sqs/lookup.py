@@ -77,13 +77,17 @@ def queue_for(caller: auth.Caller, right: str, name: str) -> Queue | None:
     if not user.is_active:
         return None
     check_key = not caller.confirmed
-    shape = _shape(right, bool(user.is_superuser), check_key)
+    shape = compiled_shape(right, bool(user.is_superuser), check_key)
     if shape is None:
-        return next(iter(_queryset(user, right, name, caller.key_pk, check_key)), None)
+        return next(iter(rule_queryset(user, right, name, caller.key_pk, check_key)), None)
     return shape.run((name, user.pk, caller.key_pk))
 
 
-def _queryset(user: Any, right: str, name: str, key_pk: Any, check_key: bool) -> QuerySet[Queue]:
+def rule_queryset(
+    user: Any, right: str, name: str, key_pk: Any, check_key: bool
+) -> QuerySet[Queue]:
+    """The lookup as the ORM states it (access.py's rule): what every compiled shape must
+    return, and the fallback when no shape applies."""
     found = access.queues_for(user, right).filter(name=name)
     if check_key:
         found = found.filter(auth.still_valid(key_pk, user))
@@ -92,7 +96,7 @@ def _queryset(user: Any, right: str, name: str, key_pk: Any, check_key: bool) ->
 
 @dataclass(frozen=True)
 class _Shape:
-    """One compiled form of :func:`_queryset`: its SQL and parameters (constants where the
+    """One compiled form of :func:`rule_queryset`: its SQL and parameters (constants where the
     request's values go), where each of the request's values goes, and how the ORM turns a
     row of it into a Queue (the selected fields and their converters)."""
 
@@ -150,7 +154,9 @@ def _stand_in(field: Any, seed: int, *, ordinary: bool = False) -> Any:
     return None
 
 
-def _shape(right: str, superuser: bool, check_key: bool) -> _Shape | None:
+def compiled_shape(right: str, superuser: bool, check_key: bool) -> _Shape | None:
+    """The compiled SQL for one kind of caller, made once per process; None when the ORM
+    rule compiles to SQL this module does not recognise (then :func:`rule_queryset` runs)."""
     key = (right, superuser, check_key)
     if key not in _shapes:
         _shapes[key] = _compile(right, superuser, check_key)
@@ -165,7 +171,7 @@ def _stand_in_queryset(
     # looked up).
     user._state.adding = False
     user._state.db = Queue.objects.db
-    return _queryset(user, right, values[0], values[2], check_key)
+    return rule_queryset(user, right, values[0], values[2], check_key)
 
 
 def _compile(right: str, superuser: bool, check_key: bool) -> _Shape | None:

@@ -164,8 +164,8 @@ class Worker:
             while self._alive():
                 if self.stopping.wait(0.5):
                     break
-                self._scale()
-            return self._shutdown()
+                self.scale()
+            return self.shutdown()
         finally:
             for sig, previous in installed.items():
                 signal.signal(sig, previous)
@@ -198,7 +198,10 @@ class Worker:
         with self._lock:
             return any(s.thread is not None and s.thread.is_alive() for s in self._slots)
 
-    def _shutdown(self) -> int:
+    def shutdown(self) -> int:
+        """Stop, let in-flight handlers finish within ``grace``, stop the services; the exit
+        code :meth:`run` returns. With :meth:`start` and :meth:`scale`, for a program that
+        drives the worker from its own loop instead of :meth:`run`."""
         deadline = time.monotonic() + self.grace
         self.stop()
         with self._lock:
@@ -247,8 +250,17 @@ class Worker:
         with self._lock:
             return [s for s in self._slots if s.thread is not None and s.thread.is_alive()]
 
-    def _scale(self) -> None:
-        """Add a thread while every thread is busy and messages are waiting."""
+    @property
+    def threads(self) -> int:
+        """Handler threads alive now (between ``min_workers`` and ``max_workers``)."""
+        return len(self._live_slots())
+
+    def scale(self) -> None:
+        """Add a thread while every thread is busy and messages are waiting.
+
+        :meth:`run` calls this every half second; idle threads above ``min_workers`` retire
+        by themselves after ``idle_timeout``.
+        """
         live = self._live_slots()
         if self.once or len(live) >= self.max_workers or any(not s.busy for s in live):
             return

@@ -236,19 +236,19 @@ def test_a_worker_grows_threads_under_backlog_up_to_max_workers(effects_table):
     worker.start()
     try:
         deadline = time.monotonic() + 30
-        while len(worker._live_slots()) < 3 and time.monotonic() < deadline:
-            worker._scale()
+        while worker.threads < 3 and time.monotonic() < deadline:
+            worker.scale()
             time.sleep(0.05)
-        assert len(worker._live_slots()) == 3
-        worker._scale()
-        assert len(worker._live_slots()) == 3  # never above max_workers
+        assert worker.threads == 3
+        worker.scale()
+        assert worker.threads == 3  # never above max_workers
     finally:
         gate.set()
     deadline = time.monotonic() + 30
-    while len(worker._live_slots()) > 1 and time.monotonic() < deadline:
+    while worker.threads > 1 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(worker._live_slots()) == 1  # idle threads above min retire
-    assert worker._shutdown() == 0
+    assert worker.threads == 1  # idle threads above min retire
+    assert worker.shutdown() == 0
 
 
 def test_the_command_rejects_contradictory_or_unknown_arguments(db):

@@ -61,7 +61,7 @@ def world(db):
 
 
 def _expected(caller: Caller, right: str, name: str) -> Queue | None:
-    found = lookup._queryset(caller.user, right, name, caller.key_pk, not caller.confirmed)
+    found = lookup.rule_queryset(caller.user, right, name, caller.key_pk, not caller.confirmed)
     return next(iter(found), None) if caller.user.is_active else None
 
 
@@ -122,7 +122,7 @@ def test_an_unconfirmed_caller_is_refused_once_its_key_or_owner_changes(world):
 def test_one_query_and_no_orm_compilation_per_call(world):
     users, keys = world
     for shape in itertools.product(("read", "write"), (True, False), (True, False)):
-        assert lookup._shape(*shape) is not None, shape  # compiled, not the ORM fallback
+        assert lookup.compiled_shape(*shape) is not None, shape  # compiled, not the ORM fallback
     member = users[4]
     caller = _caller(member, keys[member.pk], confirmed=False)
     lookup.queue_for(caller, "write", "looked_up")  # compiles this shape
