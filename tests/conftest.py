@@ -83,11 +83,11 @@ if getattr(settings, "POOLER_PGQ", None):
 
     setting_changed.connect(_keep_pooler_settings)
 
-    @pytest.fixture(scope="session", autouse=True)
-    def _release_pooled_server_connections(django_db_setup: Any) -> Iterator[None]:
-        """Before the test database is dropped, end the pooler's idle server connections to
-        it (PgBouncer keeps them for reuse, and PostgreSQL refuses to drop a database that
-        has sessions)."""
+    @pytest.fixture(scope="session")
+    def django_db_setup(django_db_setup: Any) -> Iterator[None]:
+        """pytest-django's, and before the test database is dropped, end the pooler's idle
+        server connections to it (PgBouncer keeps them for reuse, and PostgreSQL refuses to
+        drop a database that has sessions). Not autouse: unit tests never set up a database."""
         yield
         name = settings.DATABASES["default"]["NAME"]
         with psycopg.connect(os.environ["DIRECT_DATABASE_URL"], autocommit=True) as direct:
