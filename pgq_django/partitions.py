@@ -441,6 +441,11 @@ def _bytes(name: str) -> int:
     return int(_one(statements.PARTITION_BYTES, [name])[0])
 
 
+def _holds_a_message(name: str) -> bool:
+    newest = statements.PARTITION_NEWEST_ID.format(partition=sql.Identifier(name))
+    return _one(newest)[0] is not None
+
+
 def _truncate(name: str, lock_timeout_ms: int) -> bool:
     """Lock one partition, re-check it holds no row, truncate; False when busy or not empty.
 
@@ -455,7 +460,7 @@ def _truncate(name: str, lock_timeout_ms: int) -> bool:
         with transaction.atomic(using=settings.DATABASE):
             _lock_timeout(lock_timeout_ms)
             _run(statements.LOCK_PARTITION.format(partition=partition))
-            if _has_rows(name):
+            if _holds_a_message(name):
                 return False
             _run(statements.TRUNCATE_PARTITION.format(partition=partition))
             return True
@@ -483,7 +488,7 @@ def _reclaims(*, dry_run: bool, lock_timeout_ms: int) -> Iterator[str]:
     candidates.append((f"{MESSAGE_TABLE}_default", ""))
     for name, bounds in candidates:
         size = _bytes(name)
-        if size <= RECLAIM_MIN_BYTES or _has_rows(name):
+        if size <= RECLAIM_MIN_BYTES or _holds_a_message(name):
             continue
         if dry_run or _truncate(name, lock_timeout_ms):
             yield f"truncate {name}{bounds} (drained, {size / 2**20:.1f} MiB)"
