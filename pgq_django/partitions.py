@@ -12,7 +12,11 @@ Both tables are ``PARTITION BY RANGE (msg_id)`` with a DEFAULT partition. One up
 3. **drop**: a live range whose ids have all been handed out and that holds no row goes with
    one ``DROP TABLE`` instead of millions of dead rows for VACUUM; its archive range follows
    once it is empty, or once every row in it is past its queue's retention (and, with
-   ``PGQ["ARCHIVE_DROP_REQUIRES_EXPORT"]``, covered by a recorded Spark export).
+   ``PGQ["ARCHIVE_DROP_REQUIRES_EXPORT"]``, covered by a recorded Spark export);
+4. **reclaim**: a live range the sequence has not passed yet (or the live default partition)
+   that holds no row but still takes more than :data:`RECLAIM_MIN_BYTES` of dead rows and
+   index entries is emptied with ``TRUNCATE`` under its own ACCESS EXCLUSIVE lock: a queue
+   that drained gives its disk back at once instead of when traffic fills the range.
 
 Safety. Only one run changes anything at a time: each holds an advisory lock and a second
 run that finds it taken does nothing (two leaders for a moment, or the command run beside a
@@ -101,10 +105,15 @@ def _default_max_id(table: str) -> int:
     return int(_one(statements.DEFAULT_MAX_ID.format(partition=_default(table)))[0])
 
 
-def _exclusive(table: str, lock_timeout_ms: int) -> None:
-    """In the current transaction: lock ``table`` exclusively, waiting at most the timeout."""
+def _lock_timeout(lock_timeout_ms: int) -> None:
+    """In the current transaction: wait at most this long for any lock."""
     timeout = sql.Literal(f"{lock_timeout_ms}ms")
     _run(statements.SET_LOCK_TIMEOUT.format(timeout=timeout))
+
+
+def _exclusive(table: str, lock_timeout_ms: int) -> None:
+    """In the current transaction: lock ``table`` exclusively, waiting at most the timeout."""
+    _lock_timeout(lock_timeout_ms)
     _run(statements.LOCK_PARENT.format(table=sql.Identifier(table)))
 
 
@@ -357,7 +366,7 @@ def exports_cover(last: datetime) -> bool:
 def _archive_droppable(part: Partition) -> tuple[bool, str]:
     """Whether an archive range may go now: (yes, why not). Cheap: index probes only."""
     ident = sql.Identifier(part.name)
-    if not _has_rows(part):
+    if not _has_rows(part.name):
         return True, ""
     if _one(statements.ARCHIVE_RANGE_RETAINED.format(partition=ident))[0]:
         return False, "rows within retention"
@@ -370,11 +379,11 @@ def _archive_droppable(part: Partition) -> tuple[bool, str]:
 def _droppable(part: Partition) -> tuple[bool, str]:
     if part.table == ARCHIVE_TABLE:
         return _archive_droppable(part)
-    return (False, "holds messages") if _has_rows(part) else (True, "")
+    return (False, "holds messages") if _has_rows(part.name) else (True, "")
 
 
-def _has_rows(part: Partition) -> bool:
-    return bool(_one(statements.PARTITION_HAS_ROWS.format(partition=sql.Identifier(part.name)))[0])
+def _has_rows(name: str) -> bool:
+    return bool(_one(statements.PARTITION_HAS_ROWS.format(partition=sql.Identifier(name)))[0])
 
 
 def _rows(part: Partition) -> int:
@@ -425,6 +434,71 @@ def _drops(*, dry_run: bool, lock_timeout_ms: int) -> Iterator[str]:
                     live_lowers.discard(part.lower)
 
 
+# -- reclaim ---------------------------------------------------------------------------------
+
+# A drained live partition is truncated only when it takes more disk than this. An empty one
+# (premade ahead, or truncated already) takes a few index metapages, tens of KiB, so an idle
+# queue's partitions are not locked and truncated again at every run.
+RECLAIM_MIN_BYTES = 1024 * 1024
+
+
+def _bytes(name: str) -> int:
+    return int(_one(statements.PARTITION_BYTES, [name])[0])
+
+
+def _holds_a_message(name: str) -> bool:
+    newest = statements.PARTITION_NEWEST_ID.format(partition=sql.Identifier(name))
+    return _one(newest)[0] is not None
+
+
+def _truncate(name: str, lock_timeout_ms: int) -> bool:
+    """Lock one partition, re-check it holds no row, truncate; False when busy or not empty.
+
+    Once the ACCESS EXCLUSIVE lock is held, every transaction that had read or written the
+    partition has ended (a send into it, a lease, an ack in flight), and none can start
+    before commit; so what the re-check sees is all there is, and the rows TRUNCATE removes
+    are deleted rows whose deletion committed. Only the partition is locked, not the parent:
+    sends into other ranges go on.
+    """
+    partition = sql.Identifier(name)
+    try:
+        with transaction.atomic(using=settings.DATABASE):
+            _lock_timeout(lock_timeout_ms)
+            _run(statements.LOCK_PARTITION.format(partition=partition))
+            if _holds_a_message(name):
+                return False
+            _run(statements.TRUNCATE_PARTITION.format(partition=partition))
+            return True
+    except OperationalError:  # lock_timeout: a reader, writer or pg_dump holds it; next run
+        return False
+
+
+def reclaim_drained_partitions(*, dry_run: bool = False, lock_timeout_ms: int = 100) -> list[str]:
+    """Truncate live partitions the sequence has not passed that hold no row; returns actions.
+
+    A drained queue otherwise keeps the dead rows (and index entries) of the range it is
+    filling until the sequence moves past that range and the drop step takes it. Ranges past
+    the sequence are the drop step's; the archive's rows are kept by retention, never here.
+    """
+    return list(_reclaims(dry_run=dry_run, lock_timeout_ms=lock_timeout_ms))
+
+
+def _reclaims(*, dry_run: bool, lock_timeout_ms: int) -> Iterator[str]:
+    position = sequence_position()
+    candidates = [
+        (p.name, f" [{p.lower}, {p.upper})")
+        for p in list_partitions(MESSAGE_TABLE)
+        if p.upper - 1 > position
+    ]
+    candidates.append((f"{MESSAGE_TABLE}_default", ""))
+    for name, bounds in candidates:
+        size = _bytes(name)
+        if size <= RECLAIM_MIN_BYTES or _holds_a_message(name):
+            continue
+        if dry_run or _truncate(name, lock_timeout_ms):
+            yield f"truncate {name}{bounds} (drained, {size / 2**20:.1f} MiB)"
+
+
 # -- one run ---------------------------------------------------------------------------------
 
 
@@ -465,12 +539,13 @@ def _upkeep_lock() -> Iterator[bool]:
 
 
 def _steps(premake: int | None, *, dry_run: bool, stop: Callable[[], bool]) -> Iterator[str]:
-    """Repair, premake, tune, then drop, asking ``stop`` after every action."""
+    """Repair, premake, tune, drop, then reclaim, asking ``stop`` after every action."""
     steps = (
         _repair(dry_run=dry_run, lock_timeout_ms=1000),
         _premake(premake, dry_run=dry_run),
         iter(tune_live_partitions(dry_run=dry_run)),
         _drops(dry_run=dry_run, lock_timeout_ms=100),
+        _reclaims(dry_run=dry_run, lock_timeout_ms=100),
     )
     for step in steps:
         for action in step:
@@ -480,5 +555,5 @@ def _steps(premake: int | None, *, dry_run: bool, stop: Callable[[], bool]) -> I
 
 
 def run_maintenance(premake: int | None = None, *, dry_run: bool = False) -> list[str]:
-    """Repair, premake, tune, then drop drained ranges; returns what it did."""
+    """Repair, premake, tune, drop drained ranges, then truncate drained live ones."""
     return list(upkeep(premake, dry_run=dry_run))

@@ -101,5 +101,20 @@ COUNT_ROWS = sql.SQL("SELECT count(*) FROM {partition}")
 # -- drop_stash -- Remove the repair's temporary {stash} (before commit would).
 DROP_STASH = sql.SQL("DROP TABLE {stash}")
 
+# -- partition_newest_id -- The highest msg_id in a live {partition}, NULL when it holds no
+# row. One backward probe of its primary key, starting at the newest (likeliest live) rows:
+# under traffic it answers at once, where EXISTS would walk the dead rows at the front.
+PARTITION_NEWEST_ID = sql.SQL("SELECT max(msg_id) FROM {partition}")
+
+# -- partition_bytes -- The disk a partition (%s, by name) takes with its indexes and TOAST.
+PARTITION_BYTES = "SELECT coalesce(pg_total_relation_size(to_regclass(%s)), 0)"
+
+# -- lock_partition -- Hold one {partition} exclusively until commit: every transaction that
+# reads or writes it has finished, and none starts until commit.
+LOCK_PARTITION = sql.SQL("LOCK TABLE {partition} IN ACCESS EXCLUSIVE MODE")
+
+# -- truncate_partition -- Give a drained live {partition}'s files back (it stays attached).
+TRUNCATE_PARTITION = sql.SQL("TRUNCATE TABLE {partition}")
+
 # -- drop_partition -- Remove a drained {partition}.
 DROP_PARTITION = sql.SQL("DROP TABLE {partition}")

@@ -163,6 +163,84 @@ def test_messages_flow_while_two_upkeep_loops_make_and_drop_ranges(tiny_ranges, 
     assert set(dropped) <= set(made)
 
 
+RECLAIM_SIZE = 100_000  # one range takes every message: the sequence never passes it
+ROUNDS, PER_ROUND, BODY = 4, 1500, "x" * 1000  # each round: ~2 MiB of rows, then deleted
+
+
+def test_a_range_truncated_between_bursts_loses_and_duplicates_nothing(
+    saved_layout: None, make_queue: Any
+) -> None:
+    """Bursts of traffic fill one range, drain it, and fill it again while an upkeep loop
+    truncates it whenever it finds it empty: the sequence never passes the range, so every
+    page given back is given back by TRUNCATE, with sends, leases and acks in flight."""
+    top = max(p.upper for t in partitions.TABLES for p in partitions.list_partitions(t))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [top - 1])
+    queue = make_queue().name
+    name = f"pgq_message_r{top}"
+    total = ROUNDS * PER_ROUND
+    sent: list[int] = []
+    acked: list[int] = []
+    actions: list[str] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def send() -> None:
+        for _ in range(ROUNDS):
+            for _ in range(0, PER_ROUND, BATCH):
+                ids = pgq.send_batch(queue, [BODY] * BATCH)
+                with lock:
+                    sent.extend(ids)
+            # The consumers drain the range and one upkeep loop truncates it; the next burst
+            # then starts at once, while the other loop is somewhere in its own run.
+            wait_until(lambda: len(acked) >= len(sent) or stop.is_set(), timeout=300)
+            wait_until(lambda: _bytes(name) <= partitions.RECLAIM_MIN_BYTES or stop.is_set())
+
+    def consume() -> None:
+        while len(acked) < total and not stop.is_set():
+            messages = pgq.read(queue, qty=10, vt=60)
+            if messages:
+                done = pgq.delete(queue, [m.msg_id for m in messages])
+                # A leased message that vanished would come back missing here.
+                assert sorted(done) == sorted(m.msg_id for m in messages)
+                with lock:
+                    acked.extend(done)
+
+    def upkeep() -> None:
+        while not stop.is_set():
+            done = partitions.run_maintenance()
+            with lock:
+                actions.extend(done)
+
+    with override_settings(PGQ={"PARTITION_SIZE": RECLAIM_SIZE, "PARTITION_PREMAKE": 1}):
+        partitions.run_maintenance()
+        workers = [_thread(upkeep, errors) for _ in range(2)]
+        workers += [_thread(consume, errors) for _ in range(CONSUMERS)]
+        sender = _thread(send, errors)
+        try:
+            sender.join(timeout=600)
+            wait_until(lambda: len(acked) >= total or errors, timeout=300, what="every ack")
+            # After the last burst the range is drained for good: upkeep gives it back.
+            wait_until(
+                lambda: errors or _bytes(name) <= partitions.RECLAIM_MIN_BYTES,
+                timeout=120,
+                what="the drained range truncated",
+            )
+        finally:
+            stop.set()
+            for thread in [*workers, sender]:
+                thread.join(timeout=120)
+    assert not errors, errors
+    assert partitions.sequence_position() < top + RECLAIM_SIZE  # never passed: no drop
+    assert len(sent) == len(set(sent)) == total
+    assert sorted(acked) == sorted(sent)
+    assert not Message.objects.filter(queue__name=queue).exists()
+    truncated = [a for a in actions if a.startswith(f"truncate pgq_message_r{top} ")]
+    assert len(truncated) >= ROUNDS, actions  # once after each burst at least
+    assert not any(a.startswith(f"drop pgq_message_r{top} ") for a in actions)
+
+
 @pytest.mark.slow
 def test_the_command_stops_between_two_actions_on_sigint(saved_layout: None, spawn: Any) -> None:
     before = {t: len(partitions.list_partitions(t)) for t in partitions.TABLES}
@@ -179,6 +257,12 @@ def test_the_command_stops_between_two_actions_on_sigint(saved_layout: None, spa
     for table in partitions.TABLES:
         printed = sum(line.startswith(f"create {table}_r") for line in made)
         assert len(partitions.list_partitions(table)) == before[table] + printed
+
+
+def _bytes(name: str) -> int:
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_total_relation_size(%s::regclass)", [name])
+        return int(cursor.fetchone()[0])
 
 
 def _wait_for_output(child: Any, text: str) -> None:

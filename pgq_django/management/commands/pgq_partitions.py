@@ -27,7 +27,8 @@ class Command(BaseCommand):
     help = (
         "Repair rows in the default partitions, premake message and archive partitions ahead "
         "of the msg_id sequence, tune live partitions' autovacuum settings and drop drained "
-        "ones, printing each action as it is done."
+        "ones (and truncate a drained live range the sequence is still in), printing each "
+        "action as it is done."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
