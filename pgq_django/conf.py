@@ -41,6 +41,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_WAIT_SECONDS": 20,
     # Channel used for LISTEN/NOTIFY wake-ups; the payload is the queue name.
     "NOTIFY_CHANNEL": "pgq",
+    # A process notifies a queue at most once per this many seconds from autocommit sends;
+    # the sends in between get one trailing wake-up after it (pgq_django.wakeups). 0: every
+    # send notifies.
+    "NOTIFY_INTERVAL": 0.01,
     # Width of one msg_id range partition of the message and archive tables.
     "PARTITION_SIZE": 10_000_000,
     # How many partitions ahead of the sequence maintenance keeps ready.
@@ -123,6 +127,7 @@ class PgqSettings:
     METRICS_EXACT_COUNT: int
     MAX_WAIT_SECONDS: float
     NOTIFY_CHANNEL: str
+    NOTIFY_INTERVAL: float
     PARTITION_SIZE: int
     PARTITION_PREMAKE: int
     LIVE_PARTITION_STORAGE: dict[str, float | int | bool]

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from .. import wakeups
 from ..conf import settings
 from ..sql import messages as sql
 from ..sql.queues import QUEUE_STATE
@@ -33,15 +34,25 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
 
     def send_bodies(self, queue: str, bodies: Sequence[str], *, size: int, **options: Any) -> Any:
         """Insert JSON-encoded bodies; returns (queue_id or None, [msg_id, …], full)."""
+        alias = self._db_alias()
+        notify = wakeups.leading(alias, queue)
         params = {
             "queue": queue,
             "bodies": list(bodies),
             "size": size,
             "channel": settings.NOTIFY_CHANNEL,
+            "notify": notify,
             **options,
         }
         row = self._one(sql.SEND, params)
+        if not notify and row.msg_ids:
+            wakeups.owe(alias, queue)  # committed (autocommit): wake after the interval
         return row.found_queue_id, row.msg_ids, row.queue_full
+
+    def wake(self, queues: Sequence[str]) -> int:
+        """Notify the listeners of ``queues`` (the trailing wake-ups of throttled sends)."""
+        row = self._one(sql.WAKE, {"channel": settings.NOTIFY_CHANNEL, "queues": list(queues)})
+        return int(row.woken)
 
     def lease(
         self, queue: str, *, qty: int, vt: float | None, filters: dict[str, Any] | None = None

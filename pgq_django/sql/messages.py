@@ -20,8 +20,9 @@ from .fragments import (
     insert_messages,
 )
 
-# -- send -- Insert messages into a queue, in input order, and wake listeners. Inserts
-# nothing, and answers queue_full = true, when max_length leaves no room for them all.
+# -- send -- Insert messages into a queue, in input order, and wake listeners unless
+# %(notify)s is false (a throttled send: pgq_django.wakeups owes it a wake-up after its
+# commit). Inserts nothing, and answers queue_full = true, when max_length leaves no room.
 SEND = f"""
 WITH q AS (
     SELECT id, name, delivery_delay, retention, max_length FROM pgq_queue
@@ -39,9 +40,13 @@ WITH q AS (
 SELECT (SELECT id FROM q) AS found_queue_id,
        ARRAY(SELECT msg_id FROM ins ORDER BY msg_id) AS msg_ids,
        (SELECT pg_notify(%(channel)s, q.name) FROM room q
-        WHERE coalesce(%(delay)s, q.delivery_delay) <= 0) AS notified,
+        WHERE %(notify)s AND coalesce(%(delay)s, q.delivery_delay) <= 0) AS notified,
        EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room) AS queue_full
 """
+
+# -- wake -- Notify the listeners of several queues at once: the trailing wake-up of sends
+# that left theirs out (pgq_django.wakeups), on a connection of its own, after they committed.
+WAKE = "SELECT count(pg_notify(%(channel)s, q)) AS woken FROM unnest(%(queues)s::text[]) AS q"
 
 # The candidate rows of a read: visible, unexpired, best first. Two shapes: a FIFO queue also
 # requires each row to be the head of its message group. Each statement's ``q`` CTE only
