@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .. import wakeups
+from .. import tallies, wakeups
 from ..conf import settings
 from ..sql import messages as sql
 from ..sql.queues import QUEUE_STATE
@@ -36,6 +36,9 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         """Insert JSON-encoded bodies; returns (queue_id or None, [msg_id, …], full)."""
         alias = self._db_alias()
         notify = wakeups.leading(alias, queue)
+        # Autocommit: the statement commits as it returns, so its count can join this
+        # process's sums (pgq_django.tallies) instead of costing a row in the statement.
+        deferred = tallies.deferred(alias)
         params = {
             "queue": queue,
             "bodies": list(bodies),
@@ -44,9 +47,12 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
             "notify": notify,
             **options,
         }
-        row = self._one(sql.SEND, params)
-        if not notify and row.msg_ids:
-            wakeups.owe(alias, queue)  # committed (autocommit): wake after the interval
+        row = self._one(sql.SEND_UNCOUNTED if deferred else sql.SEND, params)
+        if row.msg_ids:
+            if deferred:
+                tallies.add(alias, row.found_queue_id, "sent", len(row.msg_ids))
+            if not notify:
+                wakeups.owe(alias, queue)  # committed (autocommit): wake after the interval
         return row.found_queue_id, row.msg_ids, row.queue_full
 
     def wake(self, queues: Sequence[str]) -> int:
@@ -106,13 +112,18 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
     def ack(self, queue: str, refs: Sequence[MessageRef], *, result: str | None = None) -> Any:
         """Delete (or archive as acked); returns (queue_id or None, [deleted ids])."""
         params = {"queue": queue, "result": result, **refs_params(refs)}
+        alias = self._db_alias()
+        deferred = tallies.deferred(alias)  # see send_bodies
+        shapes = sql.DELETE_UNCOUNTED if deferred else sql.DELETE
         archives = _ARCHIVES_ON_ACK.get(queue, False)
-        row = self._one(sql.DELETE[archives], params)
+        row = self._one(shapes[archives], params)
         if row.found_queue_id is None:
             state = self.queue_state(queue)
             if state is not None and state.archive_on_ack != archives:
                 archives = _ARCHIVES_ON_ACK[queue] = state.archive_on_ack
-                row = self._one(sql.DELETE[archives], params)
+                row = self._one(shapes[archives], params)
+        if deferred and row.msg_ids:
+            tallies.add(alias, row.found_queue_id, "acked", len(row.msg_ids))
         return row.found_queue_id, row.msg_ids
 
     def archive(

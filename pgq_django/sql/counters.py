@@ -28,6 +28,13 @@ WITH old AS (
 SELECT (SELECT count(*) FROM old) AS removed, (SELECT count(*) FROM folded) AS written
 """
 
+# -- add_counts -- Write a process's sums of autocommit sends and acks (pgq_django.tallies):
+# one counter row per queue, kind and minute; counts of a queue dropped since are left out.
+ADD_COUNTS = counted("""SELECT u.queue_id, u.kind, u.n, u.at
+    FROM unnest(%(queue_ids)s::bigint[], %(kinds)s::text[], %(ns)s::bigint[],
+                %(ats)s::timestamptz[]) AS u(queue_id, kind, n, at)
+    WHERE EXISTS (SELECT 1 FROM pgq_queue q WHERE q.id = u.queue_id)""")
+
 # -- metrics -- PGMQ's queue metrics plus in-flight, dead-letter and delayed counts, per
 # queue, at a cost that does not grow with the backlog: every part reads a bounded stretch of
 # the ready index (queue_id, priority, msg_id) or the planner's statistics, never the whole
