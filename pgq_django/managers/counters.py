@@ -20,10 +20,11 @@ class CounterMethods(SqlManager):
 
     def add_counts(
         self, *, queue_ids: list[int], kinds: list[str], ns: list[int], ats: list[Any]
-    ) -> None:
-        """Write summed counts (pgq_django.tallies), one row per queue, kind and minute."""
+    ) -> int:
+        """Write summed counts (pgq_django.tallies), one row per queue, kind and minute;
+        returns how many rows were written (counts of dropped queues are left out)."""
         params = {"queue_ids": queue_ids, "kinds": kinds, "ns": ns, "ats": ats}
-        self._all(sql.ADD_COUNTS, params)
+        return len(self._all(sql.ADD_COUNTS, params))
 
     def metrics_rows(self, queue: str | None) -> list[Any]:
         """One row per queue (all, or the one named), fields named as in QueueMetrics.

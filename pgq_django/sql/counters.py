@@ -33,7 +33,8 @@ SELECT (SELECT count(*) FROM old) AS removed, (SELECT count(*) FROM folded) AS w
 ADD_COUNTS = counted("""SELECT u.queue_id, u.kind, u.n, u.at
     FROM unnest(%(queue_ids)s::bigint[], %(kinds)s::text[], %(ns)s::bigint[],
                 %(ats)s::timestamptz[]) AS u(queue_id, kind, n, at)
-    WHERE EXISTS (SELECT 1 FROM pgq_queue q WHERE q.id = u.queue_id)""")
+    WHERE EXISTS (SELECT 1 FROM pgq_queue q WHERE q.id = u.queue_id)
+    RETURNING queue_id""")
 
 # -- metrics -- PGMQ's queue metrics plus in-flight, dead-letter and delayed counts, per
 # queue, at a cost that does not grow with the backlog: every part reads a bounded stretch of
