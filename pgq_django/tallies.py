@@ -53,7 +53,7 @@ class _Sums:
         with self.lock:
             sums = self.pending.setdefault(alias, defaultdict(int))
             sums[(queue_id, kind, minute)] += n
-            if self.thread is None or not self.thread.is_alive():
+            if self.thread is None:  # the thread clears it, under the lock, as it ends
                 self.thread = threading.Thread(target=self._run, name="pgq-tallies", daemon=True)
                 self.thread.start()
 
@@ -132,9 +132,13 @@ def _flush_at_exit() -> None:
 
 def deferred(alias: str) -> bool:
     """Whether a statement on ``alias`` commits when it returns (autocommit, no transaction):
-    its counts can then be summed here instead of written by the statement itself."""
+    its counts can then be summed here instead of written by the statement itself.
+
+    Read from the connection's state without connecting: a connection not yet open reports
+    no autocommit, and the statement then counts for itself (always correct).
+    """
     db = connections[alias]
-    return not db.in_atomic_block and db.get_autocommit()
+    return bool(db.autocommit) and not db.in_atomic_block
 
 
 def add(alias: str, queue_id: int, kind: str, n: int) -> None:

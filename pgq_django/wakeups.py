@@ -67,11 +67,14 @@ class _Flusher:
 
     def owe(self, alias: str, queue: str) -> None:
         with self.cond:
+            was_idle = not self.owed
             self.owed.setdefault(alias, set()).add(queue)
-            if self.thread is None or not self.thread.is_alive():
+            if self.thread is None:
                 self.thread = threading.Thread(target=self._run, name="pgq-wakeups", daemon=True)
                 self.thread.start()
-            self.cond.notify()
+            if was_idle:
+                # Only an idle thread waits on the condition; a busy one flushes this too.
+                self.cond.notify()
 
     def _run(self) -> None:
         while True:
@@ -137,18 +140,18 @@ def _flush_at_exit() -> None:
         _state.flush()
 
 
-def leading(alias: str, queue: str) -> bool:
+def leading(alias: str, queue: str, *, autocommit: bool) -> bool:
     """Whether a send on ``queue`` should notify in its own statement.
 
-    False only for a send that commits when its statement returns (autocommit) on a queue
-    this process notified less than ``PGQ["NOTIFY_INTERVAL"]`` ago; such a send must be
-    followed by :func:`owe` once it has committed.
+    False only for a send that commits when its statement returns (``autocommit``: see
+    :func:`pgq_django.tallies.deferred`) on a queue this process notified less than
+    ``PGQ["NOTIFY_INTERVAL"]`` ago; such a send must be followed by :func:`owe` once it
+    has committed.
     """
+    if not autocommit:
+        return True
     interval = float(settings.NOTIFY_INTERVAL)
     if interval <= 0:
-        return True
-    db = connections[alias]
-    if db.in_atomic_block or not db.get_autocommit():
         return True
     return _state.leading(alias, queue, interval)
 

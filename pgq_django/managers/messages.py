@@ -35,10 +35,11 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
     def send_bodies(self, queue: str, bodies: Sequence[str], *, size: int, **options: Any) -> Any:
         """Insert JSON-encoded bodies; returns (queue_id or None, [msg_id, …], full)."""
         alias = self._db_alias()
-        notify = wakeups.leading(alias, queue)
         # Autocommit: the statement commits as it returns, so its count can join this
-        # process's sums (pgq_django.tallies) instead of costing a row in the statement.
+        # process's sums (pgq_django.tallies) instead of costing a row in the statement, and
+        # its wake-up can be throttled (pgq_django.wakeups).
         deferred = tallies.deferred(alias)
+        notify = wakeups.leading(alias, queue, autocommit=deferred)
         params = {
             "queue": queue,
             "bodies": list(bodies),

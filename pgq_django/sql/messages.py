@@ -34,10 +34,10 @@ WITH q AS (
     SELECT id, name, delivery_delay, retention, max_length FROM pgq_queue
     WHERE name = %(queue)s AND max_message_size >= %(size)s
 ), room AS (
-    SELECT q.* FROM q WHERE {HAS_ROOM.format(q="q", n="cardinality(%(bodies)s::jsonb[])")}
+    SELECT q.* FROM q WHERE {HAS_ROOM.format(q="q", n="cardinality(%(bodies)b::text[])")}
 ), ins AS (
     {insert_messages("q", "b.body")}
-    FROM room q, unnest(%(bodies)s::jsonb[]) WITH ORDINALITY AS b(body, ord)
+    FROM room q, unnest(%(bodies)b::text[]::jsonb[]) WITH ORDINALITY AS b(body, ord)
     ORDER BY b.ord
     RETURNING msg_id
 ){count}
