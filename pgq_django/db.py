@@ -35,6 +35,20 @@ from django.db import connections
 from psycopg.sql import Composable
 from psycopg.types.json import JsonbBinaryLoader
 
+_EMPTY_OBJECT = b"\x01{}"
+
+
+class _JsonbLoader(JsonbBinaryLoader):
+    """psycopg's binary jsonb loader, with the empty object (the headers and attributes of
+    most messages) made without the JSON decoder: two decodes a row were a tenth of the
+    client's time reading 100 messages."""
+
+    def load(self, data: Any) -> Any:
+        if data == _EMPTY_OBJECT:
+            return {}
+        return super().load(data)
+
+
 # A prepare threshold no statement reaches by repetition: only explicit prepares happen.
 _PREPARE_ONLY_WHEN_ASKED = 2**31 - 1
 # Raw connections already set up for our statements, with the pid of the process that set
@@ -151,7 +165,7 @@ def execute(
             raw.prepare_threshold = _PREPARE_ONLY_WHEN_ASKED
         # Django maps jsonb to a text loader; our binary results need psycopg's binary
         # jsonb loader. Django's own queries use the text format and are unaffected.
-        raw.adapters.register_loader("jsonb", JsonbBinaryLoader)
+        raw.adapters.register_loader("jsonb", _JsonbLoader)
         _CONFIGURED[raw] = pid
     if not isinstance(statement, str):
         statement = statement.as_string(raw)

@@ -148,8 +148,8 @@ LEFT JOIN pgq_message m ON m.queue_id = q.id AND m.msg_id = %(msg_id)s
 # caller gave a receipt (a NULL in cts means "any delivery"). ``= ANY`` with a positional
 # look-up plans as plain index probes, where joining ``unnest(ids, cts)`` cost a third more.
 _FENCED_IDS = """
-    m.msg_id = ANY(%(ids)s::bigint[])
-    AND coalesce((%(cts)s::int[])[array_position(%(ids)s::bigint[], m.msg_id)], m.read_ct)
+    m.msg_id = ANY(%(ids)b::bigint[])
+    AND coalesce((%(cts)b::int[])[array_position(%(ids)b::bigint[], m.msg_id)], m.read_ct)
         = m.read_ct
     AND m.queue_id = (SELECT id FROM q)
 """
