@@ -145,12 +145,16 @@ LEFT JOIN pgq_message m ON m.queue_id = q.id AND m.msg_id = %(msg_id)s
 """
 
 # Which rows a delete or archive acts on: the listed ids, each fenced by its read_ct when the
-# caller gave a receipt (a NULL in cts means "any delivery"). ``= ANY`` with a positional
-# look-up plans as plain index probes, where joining ``unnest(ids, cts)`` cost a third more.
-_FENCED_IDS = """
+# caller gave a receipt (a NULL in cts means "any delivery"). ``= ANY`` plans as one scan of
+# the primary key; the receipts are checked against two hashed sub-plans built once per
+# statement (an id with its read_ct, an id without), where looking each row's receipt up
+# with array_position cost a comparison per listed id per row (quadratic in the batch), and
+# joining ``unnest(ids, cts)`` a partition probe per id.
+_RECEIPTS = "unnest(%(ids)b::bigint[], %(cts)b::int[]) AS r(id, ct)"
+_FENCED_IDS = f"""
     m.msg_id = ANY(%(ids)b::bigint[])
-    AND coalesce((%(cts)b::int[])[array_position(%(ids)b::bigint[], m.msg_id)], m.read_ct)
-        = m.read_ct
+    AND ((m.msg_id, m.read_ct) IN (SELECT r.id, r.ct FROM {_RECEIPTS} WHERE r.ct IS NOT NULL)
+         OR m.msg_id IN (SELECT r.id FROM {_RECEIPTS} WHERE r.ct IS NULL))
     AND m.queue_id = (SELECT id FROM q)
 """
 # What a delete or archive answers: the queue it found and the ids it acted on.
