@@ -118,9 +118,7 @@ class _PreparingCursor(psycopg.Cursor[Any]):
 # Per raw connection, its two cursors (preparing or not), reused call after call: every
 # caller fetches its rows before the next statement runs on the connection (run_one,
 # run_all, run_rowcount), and making a cursor was a tenth of the runner's own time.
-_CURSORS: weakref.WeakKeyDictionary[Any, dict[bool, _PreparingCursor]] = (
-    weakref.WeakKeyDictionary()
-)
+_CURSORS: weakref.WeakKeyDictionary[Any, dict[bool, _PreparingCursor]] = weakref.WeakKeyDictionary()
 
 
 def _cursor(raw: Any, prepare: bool) -> _PreparingCursor:
@@ -171,7 +169,7 @@ def execute(
         statement = statement.as_string(raw)
         prepare = False
     with db.wrap_database_errors:
-        inner = _cursor(raw, prepare and bool(settings.PREPARED_STATEMENTS))
+        inner: Any = _cursor(raw, prepare and bool(settings.PREPARED_STATEMENTS))
     cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
     cursor.execute(statement, params)
     return cursor

@@ -68,7 +68,7 @@ for n in range(7):
 def test_another_process_writes_its_counts_by_the_time_it_exits(make_queue, spawn):
     q = make_queue()
     child = spawn("-c", SENDER, q.name)
-    out, err = child.communicate(timeout=120)
+    _out, err = child.communicate(timeout=120)
     assert child.returncode == 0, err
     assert pgq.metrics(q).total_messages == 7
 

@@ -140,7 +140,9 @@ def test_no_wake_up_is_lost_when_sends_race_the_throttle(queue_name, spawn):
         consumer.start()
         try:
             notify.hub().wait_ready()
-            children = [spawn("-c", SENDER, queue_name, "40", str(seed), "0.1") for seed in range(3)]
+            children = [
+                spawn("-c", SENDER, queue_name, "40", str(seed), "0.1") for seed in range(3)
+            ]
             for child in children:
                 out, err = child.communicate(timeout=300)
                 assert child.returncode == 0, out + err

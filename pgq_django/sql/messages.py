@@ -20,6 +20,7 @@ from .fragments import (
     insert_messages,
 )
 
+
 def _send(counted_here: bool) -> str:
     """SEND's text, with or without its 'sent' counter row (see SEND_UNCOUNTED)."""
     count = (
@@ -161,6 +162,7 @@ _FENCED_IDS = f"""
 _ACTED_ON = """
 SELECT (SELECT id FROM q) AS found_queue_id, ARRAY(SELECT msg_id FROM d ORDER BY msg_id) AS msg_ids
 """
+
 
 def _delete(archives: bool, counted_here: bool) -> str:
     """DELETE's text for one queue shape, with or without its 'acked' counter row."""
