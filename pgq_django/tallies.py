@@ -69,7 +69,12 @@ class _Sums:
         idle = 0
         while True:
             time.sleep(FLUSH_INTERVAL)
-            if self.flush():
+            try:
+                wrote = self.flush()
+            except Exception as exc:  # keep going: the sums are put back for the next try
+                logger.warning("event=tally_thread_error error=%s", type(exc).__name__)
+                wrote = True
+            if wrote:
                 idle = 0
                 continue
             idle += 1

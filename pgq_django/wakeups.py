@@ -78,26 +78,38 @@ class _Flusher:
 
     def _run(self) -> None:
         while True:
-            with self.cond:
-                if not self.owed and not self.cond.wait(IDLE_CLOSE):
-                    # Idle: give the connection back rather than hold it for the process's
-                    # life (a test database could not be dropped, a pooler slot is held).
-                    self._close_connections()
-                while not self.owed:
-                    self.cond.wait()
-                interval = float(settings.NOTIFY_INTERVAL)
-                # Wait out the interval since the latest notification of an owed queue.
-                latest = max(
-                    (self.last.get((a, q), 0.0) for a, qs in self.owed.items() for q in qs),
-                    default=0.0,
-                )
-            pause = latest + interval - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
-            self.flush()
+            try:
+                self._once()
+            except Exception as exc:  # keep going: later owed wake-ups must still go out
+                logger.warning("event=wakeup_thread_error error=%s", type(exc).__name__)
+                time.sleep(0.1)
+
+    def _once(self) -> None:
+        """Wait for an owed queue, wait out the interval, notify what is owed."""
+        with self.cond:
+            idle = not self.owed and not self.cond.wait(IDLE_CLOSE)
+        if idle:
+            # Give the connection back rather than hold it for the process's life (a test
+            # database could not be dropped, a pooler slot would stay taken).
+            self._close_connections()
+        with self.cond:
+            while not self.owed:
+                self.cond.wait()
+            interval = float(settings.NOTIFY_INTERVAL)
+            # Wait out the interval since the latest notification of an owed queue.
+            latest = max(
+                (self.last.get((a, q), 0.0) for a, qs in self.owed.items() for q in qs),
+                default=0.0,
+            )
+        pause = latest + interval - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        self.flush()
 
     def _close_connections(self) -> None:
-        for alias in {a for a, _q in self.last}:
+        with self.cond:
+            aliases = {a for a, _q in self.last}
+        for alias in aliases:
             connections[alias].close()
 
     def flush(self) -> None:
