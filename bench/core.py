@@ -129,13 +129,14 @@ class Contender:
     def send_batch(self, bodies: list[dict[str, Any]]) -> None:
         raise NotImplementedError
 
-    def read(self, qty: int) -> list[int]:
+    def read(self, qty: int) -> list[Any]:
+        """Lease up to ``qty`` messages; returns what acknowledges each (id or receipt)."""
         raise NotImplementedError
 
-    def delete_one(self, msg_id: int) -> None:
+    def delete_one(self, ref: Any) -> None:
         raise NotImplementedError
 
-    def delete_many(self, msg_ids: list[int]) -> None:
+    def delete_many(self, refs: list[Any]) -> None:
         raise NotImplementedError
 
 
@@ -157,14 +158,16 @@ class Pgq(Contender):
     def send_batch(self, bodies: list[dict[str, Any]]) -> None:
         self.pgq.send_batch(self.queue, bodies)
 
-    def read(self, qty: int) -> list[int]:
-        return [m.msg_id for m in self.pgq.read(self.queue, qty=qty)]
+    def read(self, qty: int) -> list[Any]:
+        # Acknowledged by receipt, as the README shows: a consumer whose lease ran out
+        # cannot delete a message someone else now holds.
+        return [m.receipt for m in self.pgq.read(self.queue, qty=qty)]
 
-    def delete_one(self, msg_id: int) -> None:
-        self.pgq.delete(self.queue, msg_id)
+    def delete_one(self, ref: Any) -> None:
+        self.pgq.delete(self.queue, ref)
 
-    def delete_many(self, msg_ids: list[int]) -> None:
-        self.pgq.delete(self.queue, msg_ids)
+    def delete_many(self, refs: list[Any]) -> None:
+        self.pgq.delete(self.queue, refs)
 
 
 class Hand(Contender):
@@ -192,19 +195,19 @@ class Hand(Contender):
     def send_batch(self, bodies: list[dict[str, Any]]) -> None:
         self._send([json.dumps(b) for b in bodies])
 
-    def read(self, qty: int) -> list[int]:
+    def read(self, qty: int) -> list[Any]:
         rows = self.conn.execute(HAND_READ, {"queue": self.queue, "qty": qty}).fetchall()
-        return [r[0] for r in sorted(rows, key=lambda r: (r[6], r[0]))]
+        return [(r[0], r[7]) for r in sorted(rows, key=lambda r: (r[6], r[0]))]
 
-    def _delete(self, msg_ids: list[int]) -> None:
-        params = {"queue": self.queue, "ids": msg_ids, "cts": [None] * len(msg_ids)}
+    def _delete(self, refs: list[tuple[int, int]]) -> None:
+        params = {"queue": self.queue, "ids": [r[0] for r in refs], "cts": [r[1] for r in refs]}
         self.conn.execute(HAND_DELETE, params).fetchone()
 
-    def delete_one(self, msg_id: int) -> None:
-        self._delete([msg_id])
+    def delete_one(self, ref: Any) -> None:
+        self._delete([ref])
 
-    def delete_many(self, msg_ids: list[int]) -> None:
-        self._delete(msg_ids)
+    def delete_many(self, refs: list[Any]) -> None:
+        self._delete(refs)
 
 
 class Pgmq(Contender):
@@ -224,16 +227,16 @@ class Pgmq(Contender):
         encoded = [json.dumps(b) for b in bodies]
         self.conn.execute("SELECT * FROM pgmq.send_batch(%s, %s::jsonb[])", [self.queue, encoded])
 
-    def read(self, qty: int) -> list[int]:
+    def read(self, qty: int) -> list[Any]:
         sql = "SELECT * FROM pgmq.read(%s, %s, %s)"
         return [r[0] for r in self.conn.execute(sql, [self.queue, 30, qty]).fetchall()]
 
-    def delete_one(self, msg_id: int) -> None:
-        self.conn.execute("SELECT pgmq.delete(%s, %s::bigint)", [self.queue, msg_id]).fetchone()
+    def delete_one(self, ref: Any) -> None:
+        self.conn.execute("SELECT pgmq.delete(%s, %s::bigint)", [self.queue, ref]).fetchone()
 
-    def delete_many(self, msg_ids: list[int]) -> None:
+    def delete_many(self, refs: list[Any]) -> None:
         sql = "SELECT * FROM pgmq.delete(%s, %s::bigint[])"
-        self.conn.execute(sql, [self.queue, msg_ids]).fetchall()
+        self.conn.execute(sql, [self.queue, refs]).fetchall()
 
 
 CONTENDERS: dict[str, type[Contender]] = {"pgq": Pgq, "hand": Hand, "pgmq": Pgmq}

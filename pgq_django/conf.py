@@ -49,6 +49,10 @@ DEFAULTS: dict[str, Any] = {
     # reaches PostgreSQL past a transaction-mode pooler, where LISTEN cannot work
     # (docs/howto/pgbouncer.md).
     "LISTEN_CONNECTION": None,
+    # A process notifies a queue at most once per this many seconds from autocommit sends;
+    # the sends in between get one trailing wake-up after it (pgq_django.wakeups). 0: every
+    # send notifies.
+    "NOTIFY_INTERVAL": 0.01,
     # Width of one msg_id range partition of the message and archive tables.
     "PARTITION_SIZE": 10_000_000,
     # How many partitions ahead of the sequence maintenance keeps ready.
@@ -136,6 +140,7 @@ class PgqSettings:
     NOTIFY_CHANNEL: str
     LISTEN: bool
     LISTEN_CONNECTION: dict[str, Any] | None
+    NOTIFY_INTERVAL: float
     PARTITION_SIZE: int
     PARTITION_PREMAKE: int
     LIVE_PARTITION_STORAGE: dict[str, float | int | bool]

@@ -102,9 +102,13 @@ if getattr(settings, "POOLER_PGQ", None):
 def _close_listeners() -> Iterator[None]:
     """LISTEN connections are cached per thread; close them so test databases can be dropped."""
     yield
+    from pgq_django import tallies
     from pgq_django.notify import close_all
 
     close_all()
+    # Counts of this test's autocommit sends and acks go to this test's database, not to
+    # whichever database is current when the process exits.
+    tallies.flush()
 
 
 @pytest.fixture

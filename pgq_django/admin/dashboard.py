@@ -40,6 +40,10 @@ def _minutes(since: datetime, until: datetime) -> list[datetime]:
 
 def series(queue_ids: Iterable[int], depth_now: int, *, minutes: int = 60) -> dict[str, Any]:
     """Per-minute throughput by kind and reconstructed total depth for the given queues."""
+    from .. import tallies
+    from ..conf import settings
+
+    tallies.flush(settings.DATABASE)  # this process's own sends and acks (see tallies)
     now = timezone.now()
     since = now - timedelta(minutes=minutes - 1)
     buckets = _minutes(since, now)

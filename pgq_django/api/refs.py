@@ -31,6 +31,16 @@ def message_manager() -> MessageManager:
 
 def message_ref(value: MessageRef) -> Fence:
     """A msg_id, a Receipt, a Message or a receipt string as (msg_id, read_ct or None)."""
+    if type(value) is Receipt:
+        # The common case (acks by receipt), checked without the general validators.
+        msg_id, read_ct = value
+        if (
+            type(msg_id) is int
+            and type(read_ct) is int
+            and 0 < msg_id <= v.BIGINT_MAX
+            and 0 <= read_ct <= v.INT32_MAX
+        ):
+            return msg_id, read_ct
     if isinstance(value, str) and ":" in value:
         value = Receipt.parse(value)
     if isinstance(value, Receipt | Message):

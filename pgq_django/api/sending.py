@@ -69,7 +69,8 @@ def send_trusted(
     bodies = _bodies(messages, raw)
     if not bodies:
         return []
-    size = max(len(b.encode()) for b in bodies)
+    # Bytes of the largest body (ASCII text, the usual JSON, is as long as its encoding).
+    size = max(len(b) if b.isascii() else len(b.encode()) for b in bodies)
     if opts["dedup_id"] is not None and len(bodies) != 1:
         raise InvalidArgument(
             "dedup_id applies to one message; send them one by one.", field="dedup_id"

@@ -40,7 +40,9 @@ class SqlManager(models.Manager):
         """Every row of the statement (named fields; plain tuples with ``named=False``)."""
         return db.run_all(statement, params, self._db_alias(), prepare=prepare, named=named)
 
-    def _instances(self, rows: Sequence[Sequence[Any]], offset: int = 0) -> list[Any]:
+    def _instances(
+        self, rows: Sequence[Sequence[Any]], offset: int = 0, queue_name: str | None = None
+    ) -> list[Any]:
         """Turn RETURNING rows into model instances (jsonb arrives decoded: binary results).
 
         The instances are what ``Model.from_db`` makes, built without ``Model.__init__``:
@@ -48,27 +50,33 @@ class SqlManager(models.Manager):
         rows carry every column of MESSAGE_COLUMNS from ``offset`` on (a field after them,
         such as ``Message.dead_letter_origin``, is deferred: it loads on first access); the
         one difference is that no pre_init/post_init signal is sent. A model whose fields do
-        not start with MESSAGE_COLUMNS goes through ``from_db`` as usual.
+        not start with MESSAGE_COLUMNS goes through ``from_db`` as usual. ``queue_name``, when
+        given, is what ``Message.queue_name`` answers without a query.
         """
         from django.db.models.base import ModelState
 
         model = self.model
         alias = self._db_alias()
         fast = _plain_columns(model)
-        end = offset + len(MESSAGE_COLUMNS)
+        width = len(MESSAGE_COLUMNS)
+        end = offset + width
         objs = []
+        new = model.__new__
         for row in rows:
             if row[offset] is None:
                 continue
-            values = list(row[offset:end])
+            values = row if offset == 0 and len(row) == width else row[offset:end]
             if not fast:
-                objs.append(model.from_db(alias, MESSAGE_COLUMNS, values))
+                objs.append(model.from_db(alias, MESSAGE_COLUMNS, list(values)))
                 continue
-            obj = model.__new__(model)
-            obj.__dict__.update(zip(MESSAGE_COLUMNS, values, strict=True))
-            state = obj._state = ModelState()
+            obj = new(model)
+            fields = obj.__dict__
+            fields.update(zip(MESSAGE_COLUMNS, values, strict=True))
+            state = fields["_state"] = ModelState()
             state.adding = False
             state.db = alias
+            if queue_name is not None:
+                fields["_queue_name"] = queue_name
             objs.append(obj)
         return objs
 

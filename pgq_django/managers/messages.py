@@ -9,11 +9,14 @@ found. Callers validate arguments before they get here; values always travel as 
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Sequence
 from typing import Any
 
+from .. import tallies, wakeups
 from ..conf import settings
 from ..sql import messages as sql
+from ..sql.fragments import MESSAGE_COLUMNS
 from ..sql.queues import QUEUE_STATE
 from .base import MessageRef, SqlManager, refs_params
 from .counters import CounterMethods
@@ -26,6 +29,9 @@ _FIFO_QUEUES: dict[str, bool] = {}
 _ARCHIVES_ON_ACK: dict[str, bool] = {}
 
 _MessageManagerBase = SqlManager.from_queryset(MessageQuerySet)
+_DELIVERY_ORDER = operator.itemgetter(
+    MESSAGE_COLUMNS.index("priority"), MESSAGE_COLUMNS.index("msg_id")
+)
 
 
 class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
@@ -33,15 +39,32 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
 
     def send_bodies(self, queue: str, bodies: Sequence[str], *, size: int, **options: Any) -> Any:
         """Insert JSON-encoded bodies; returns (queue_id or None, [msg_id, …], full)."""
+        alias = self._db_alias()
+        # Autocommit: the statement commits as it returns, so its count can join this
+        # process's sums (pgq_django.tallies) instead of costing a row in the statement, and
+        # its wake-up can be throttled (pgq_django.wakeups).
+        deferred = tallies.deferred(alias)
+        notify = wakeups.leading(alias, queue, autocommit=deferred)
         params = {
             "queue": queue,
             "bodies": list(bodies),
             "size": size,
             "channel": settings.NOTIFY_CHANNEL,
+            "notify": notify,
             **options,
         }
-        row = self._one(sql.SEND, params)
+        row = self._one(sql.SEND_UNCOUNTED if deferred else sql.SEND, params)
+        if row.msg_ids:
+            if deferred:
+                tallies.add(alias, row.found_queue_id, "sent", len(row.msg_ids))
+            if not notify:
+                wakeups.owe(alias, queue)  # committed (autocommit): wake after the interval
         return row.found_queue_id, row.msg_ids, row.queue_full
+
+    def wake(self, queues: Sequence[str]) -> int:
+        """Notify the listeners of ``queues`` (the trailing wake-ups of throttled sends)."""
+        row = self._one(sql.WAKE, {"channel": settings.NOTIFY_CHANNEL, "queues": list(queues)})
+        return int(row.woken)
 
     def lease(
         self, queue: str, *, qty: int, vt: float | None, filters: dict[str, Any] | None = None
@@ -71,14 +94,16 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         """
         fifo = _FIFO_QUEUES.get(queue, False)
         # Plain tuples: the rows become Message instances at once (see _instances).
-        rows = self._all(shapes[fifo].format(filters=clause), params, named=False)
+        rows = self._all(_text(shapes, fifo, clause), params, named=False)
         state = None
         if not rows:
             state = self.queue_state(queue)
             if state is not None and state.fifo != fifo:
                 fifo = _FIFO_QUEUES[queue] = state.fifo
-                rows = self._all(shapes[fifo].format(filters=clause), params, named=False)
-        return sorted(self._instances(rows), key=lambda m: (m.priority, m.msg_id)), state
+                rows = self._all(_text(shapes, fifo, clause), params, named=False)
+        # Delivery order (priority, then msg_id: columns 6 and 0), sorted as plain tuples.
+        rows.sort(key=_DELIVERY_ORDER)
+        return self._instances(rows, queue_name=queue), state
 
     def queue_state(self, queue: str) -> Any:
         """The queue's (id, paused, max_message_size, fifo, archive_on_ack, max_length), or
@@ -95,13 +120,18 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
     def ack(self, queue: str, refs: Sequence[MessageRef], *, result: str | None = None) -> Any:
         """Delete (or archive as acked); returns (queue_id or None, [deleted ids])."""
         params = {"queue": queue, "result": result, **refs_params(refs)}
+        alias = self._db_alias()
+        deferred = tallies.deferred(alias)  # see send_bodies
+        shapes = sql.DELETE_UNCOUNTED if deferred else sql.DELETE
         archives = _ARCHIVES_ON_ACK.get(queue, False)
-        row = self._one(sql.DELETE[archives], params)
+        row = self._one(shapes[archives], params)
         if row.found_queue_id is None:
             state = self.queue_state(queue)
             if state is not None and state.archive_on_ack != archives:
                 archives = _ARCHIVES_ON_ACK[queue] = state.archive_on_ack
-                row = self._one(sql.DELETE[archives], params)
+                row = self._one(shapes[archives], params)
+        if deferred and row.msg_ids:
+            tallies.add(alias, row.found_queue_id, "acked", len(row.msg_ids))
         return row.found_queue_id, row.msg_ids
 
     def archive(
@@ -149,6 +179,19 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         """Delete every message of the queue; returns (queue_id or None, how many)."""
         row = self._one(sql.PURGE, {"queue": queue})
         return row.found_queue_id, row.purged
+
+
+# (statement shapes, FIFO?, filter clause) -> the statement's text. The same object every
+# call, so psycopg's caches find it by identity-cheap lookups instead of a new string.
+_TEXTS: dict[tuple[int, bool, str], str] = {}
+
+
+def _text(shapes: dict[bool, str], fifo: bool, clause: str) -> str:
+    key = (id(shapes), fifo, clause)
+    found = _TEXTS.get(key)
+    if found is None:
+        found = _TEXTS[key] = shapes[fifo].format(filters=clause)
+    return found
 
 
 def _filter_clause(filters: dict[str, Any]) -> tuple[str, dict[str, Any]]:

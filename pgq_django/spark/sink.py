@@ -119,7 +119,13 @@ def _row_op(row: Any, opts: WriteOptions, position: int, max_size: int | None) -
             size=size,
             max_message_size=max_size,
         )
-    common = {"size": size, "channel": opts.channel, "max_retries": None, "retry_delay": None}
+    common = {
+        "size": size,
+        "channel": opts.channel,
+        "notify": True,  # one transaction per task: its commit wakes the consumers
+        "max_retries": None,
+        "retry_delay": None,
+    }
     if opts.exchange:
         from ..routing import routing_key, topic_subject
 

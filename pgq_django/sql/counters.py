@@ -28,6 +28,22 @@ WITH old AS (
 SELECT (SELECT count(*) FROM old) AS removed, (SELECT count(*) FROM folded) AS written
 """
 
+# The summed counts a process writes, for the queues that still exist (``live``).
+_SUMS = """SELECT u.queue_id, u.kind, u.n, u.at
+    FROM unnest(%(queue_ids)s::bigint[], %(kinds)s::text[], %(ns)s::bigint[],
+                %(ats)s::timestamptz[]) AS u(queue_id, kind, n, at)
+    WHERE u.queue_id IN (SELECT id FROM live)"""
+
+# -- add_counts -- Write a process's sums of autocommit sends and acks (pgq_django.tallies):
+# one counter row per queue, kind and minute; counts of a queue dropped since are left out.
+# The queues are share-locked first, so a drop running at the same moment either waits for
+# this insert or has already removed the queue (no foreign-key error, nothing orphaned).
+ADD_COUNTS = f"""WITH live AS (
+    SELECT id FROM pgq_queue WHERE id = ANY(%(queue_ids)s::bigint[]) FOR KEY SHARE
+)
+{counted(_SUMS)}
+RETURNING queue_id"""
+
 # -- metrics -- PGMQ's queue metrics plus in-flight, dead-letter and delayed counts, per
 # queue, at a cost that does not grow with the backlog: every part reads a bounded stretch of
 # the ready index (queue_id, priority, msg_id) or the planner's statistics, never the whole

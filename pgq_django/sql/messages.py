@@ -20,28 +20,49 @@ from .fragments import (
     insert_messages,
 )
 
-# -- send -- Insert messages into a queue, in input order, and wake listeners. Inserts
-# nothing, and answers queue_full = true, when max_length leaves no room for them all.
-SEND = f"""
+
+def _send(counted_here: bool) -> str:
+    """SEND's text, with or without its 'sent' counter row (see SEND_UNCOUNTED)."""
+    count = (
+        f""", counted AS (
+    {counted("SELECT q.id, 'sent', (SELECT count(*) FROM ins), clock_timestamp() FROM room q")}
+)"""
+        if counted_here
+        else ""
+    )
+    return f"""
 WITH q AS (
     SELECT id, name, delivery_delay, retention, max_length FROM pgq_queue
     WHERE name = %(queue)s AND max_message_size >= %(size)s
 ), room AS (
-    SELECT q.* FROM q WHERE {HAS_ROOM.format(q="q", n="cardinality(%(bodies)s::jsonb[])")}
+    SELECT q.* FROM q WHERE {HAS_ROOM.format(q="q", n="cardinality(%(bodies)b::text[])")}
 ), ins AS (
     {insert_messages("q", "b.body")}
-    FROM room q, unnest(%(bodies)s::jsonb[]) WITH ORDINALITY AS b(body, ord)
+    FROM room q, unnest(%(bodies)b::text[]::jsonb[]) WITH ORDINALITY AS b(body, ord)
     ORDER BY b.ord
     RETURNING msg_id
-), counted AS (
-    {counted("SELECT q.id, 'sent', (SELECT count(*) FROM ins), clock_timestamp() FROM room q")}
-)
+){count}
 SELECT (SELECT id FROM q) AS found_queue_id,
        ARRAY(SELECT msg_id FROM ins ORDER BY msg_id) AS msg_ids,
        (SELECT pg_notify(%(channel)s, q.name) FROM room q
-        WHERE coalesce(%(delay)s, q.delivery_delay) <= 0) AS notified,
+        WHERE %(notify)s AND coalesce(%(delay)s, q.delivery_delay) <= 0) AS notified,
        EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room) AS queue_full
 """
+
+
+# -- send -- Insert messages into a queue, in input order, count them, and wake listeners
+# unless %(notify)s is false (a throttled send: pgq_django.wakeups owes it a wake-up after
+# its commit). Inserts nothing, and answers queue_full = true, when max_length leaves no
+# room for them all.
+SEND = _send(True)
+
+# -- send_uncounted -- SEND without the counter row, for a send that commits on its own
+# (autocommit): pgq_django.tallies adds it to the process's sums once it has committed.
+SEND_UNCOUNTED = _send(False)
+
+# -- wake -- Notify the listeners of several queues at once: the trailing wake-up of sends
+# that left theirs out (pgq_django.wakeups), on a connection of its own, after they committed.
+WAKE = "SELECT count(pg_notify(%(channel)s, q)) AS woken FROM unnest(%(queues)s::text[]) AS q"
 
 # The candidate rows of a read: visible, unexpired, best first. Two shapes: a FIFO queue also
 # requires each row to be the head of its message group. Each statement's ``q`` CTE only
@@ -125,12 +146,16 @@ LEFT JOIN pgq_message m ON m.queue_id = q.id AND m.msg_id = %(msg_id)s
 """
 
 # Which rows a delete or archive acts on: the listed ids, each fenced by its read_ct when the
-# caller gave a receipt (a NULL in cts means "any delivery"). ``= ANY`` with a positional
-# look-up plans as plain index probes, where joining ``unnest(ids, cts)`` cost a third more.
-_FENCED_IDS = """
-    m.msg_id = ANY(%(ids)s::bigint[])
-    AND coalesce((%(cts)s::int[])[array_position(%(ids)s::bigint[], m.msg_id)], m.read_ct)
-        = m.read_ct
+# caller gave a receipt (a NULL in cts means "any delivery"). ``= ANY`` plans as one scan of
+# the primary key; the receipts are checked against two hashed sub-plans built once per
+# statement (an id with its read_ct, an id without), where looking each row's receipt up
+# with array_position cost a comparison per listed id per row (quadratic in the batch), and
+# joining ``unnest(ids, cts)`` a partition probe per id.
+_RECEIPTS = "unnest(%(ids)b::bigint[], %(cts)b::int[]) AS r(id, ct)"
+_FENCED_IDS = f"""
+    m.msg_id = ANY(%(ids)b::bigint[])
+    AND ((m.msg_id, m.read_ct) IN (SELECT r.id, r.ct FROM {_RECEIPTS} WHERE r.ct IS NOT NULL)
+         OR m.msg_id IN (SELECT r.id FROM {_RECEIPTS} WHERE r.ct IS NULL))
     AND m.queue_id = (SELECT id FROM q)
 """
 # What a delete or archive answers: the queue it found and the ids it acted on.
@@ -138,30 +163,42 @@ _ACTED_ON = """
 SELECT (SELECT id FROM q) AS found_queue_id, ARRAY(SELECT msg_id FROM d ORDER BY msg_id) AS msg_ids
 """
 
+
+def _delete(archives: bool, counted_here: bool) -> str:
+    """DELETE's text for one queue shape, with or without its 'acked' counter row."""
+    kind = "archive_on_ack" if archives else "NOT archive_on_ack"
+    returning = M_COLS if archives else "m.msg_id"
+    archive = (
+        f""", a AS (
+    {archive_rows("d", "'acked'", result="%(result)s::jsonb")}
+)"""
+        if archives
+        else ""
+    )
+    count = (
+        f""", counted AS (
+    {count_rows("'acked'", "d")}
+)"""
+        if counted_here
+        else ""
+    )
+    return f"""
+WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s AND {kind}),
+d AS (
+    DELETE FROM pgq_message m WHERE {_FENCED_IDS}
+    RETURNING {returning}
+){archive}{count}{_ACTED_ON}"""
+
+
 # -- delete -- Acknowledge messages: remove them (or archive them as acked with archive_on_ack).
 # The receipt fence sits in the DELETE itself, which locks and re-checks each row. Two shapes,
 # like the reads: a queue that archives on ack needs whole rows back for the archive; one that
 # does not (the common case) returns only ids. Each shape's ``q`` matches only its own kind.
-DELETE = {
-    False: f"""
-WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s AND NOT archive_on_ack),
-d AS (
-    DELETE FROM pgq_message m WHERE {_FENCED_IDS}
-    RETURNING m.msg_id
-), counted AS (
-    {count_rows("'acked'", "d")}
-){_ACTED_ON}""",
-    True: f"""
-WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s AND archive_on_ack),
-d AS (
-    DELETE FROM pgq_message m WHERE {_FENCED_IDS}
-    RETURNING {M_COLS}
-), a AS (
-    {archive_rows("d", "'acked'", result="%(result)s::jsonb")}
-), counted AS (
-    {count_rows("'acked'", "d")}
-){_ACTED_ON}""",
-}
+DELETE = {archives: _delete(archives, True) for archives in (False, True)}
+
+# -- delete_uncounted -- DELETE without the counter row, for an ack that commits on its own
+# (autocommit): pgq_django.tallies adds it to the process's sums once it has committed.
+DELETE_UNCOUNTED = {archives: _delete(archives, False) for archives in (False, True)}
 
 # -- archive -- Move messages to the archive with an outcome (PGMQ archive).
 ARCHIVE = f"""

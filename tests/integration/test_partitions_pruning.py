@@ -73,7 +73,7 @@ def _generic_plan(statement: str, params: dict[str, Any]) -> dict[str, Any]:
             names.append(match.group(1))
         return f"${names.index(match.group(1)) + 1}"
 
-    text = re.sub(r"%\((\w+)\)s", number, statement).replace("%%", "%")
+    text = re.sub(r"%\((\w+)\)[sb]", number, statement).replace("%%", "%")
     connection.ensure_connection()
     raw = connection.connection
     args = sql.SQL(", ").join(sql.Literal(params[n]) for n in names)

@@ -1,0 +1,90 @@
+"""Counters of autocommit sends and acks, summed per process (pgq_django.tallies)."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+from django.db import connections, transaction
+from django.db.models import Sum
+
+import pgq_django as pgq
+from pgq_django import tallies
+from pgq_django.models import QueueCounter
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _stored(queue: pgq.Queue, kind: str) -> int:
+    total = QueueCounter.objects.filter(queue=queue, kind=kind).aggregate(n=Sum("n"))["n"]
+    return int(total or 0)
+
+
+def test_autocommit_counts_reach_the_metrics_and_the_counter_rows(make_queue):
+    q = make_queue()
+    for n in range(5):
+        pgq.send(q, {"n": n})
+    got = pgq.read(q, qty=3)
+    pgq.delete(q, [m.receipt for m in got])
+    # The statements wrote no counter row themselves; metrics write this process's sums.
+    assert pgq.metrics(q).total_messages == 5
+    assert (_stored(q, "sent"), _stored(q, "acked")) == (5, 3)
+    tallies.flush()  # nothing left to write: the sums went out once
+    assert (_stored(q, "sent"), _stored(q, "acked")) == (5, 3)
+    # One row per queue, kind and minute, not one per statement.
+    assert QueueCounter.objects.filter(queue=q, kind="sent").count() <= 2
+
+
+def test_counts_inside_a_transaction_roll_back_with_it(make_queue):
+    q = make_queue()
+    with transaction.atomic():
+        pgq.send(q, {"kept": True})
+    with pytest.raises(RuntimeError), transaction.atomic():
+        pgq.send(q, {"kept": False})
+        raise RuntimeError("roll back")
+    assert pgq.metrics(q).total_messages == 1
+
+
+def test_counts_of_a_dropped_queue_are_left_out_without_losing_the_others(make_queue):
+    gone, kept = make_queue(), make_queue()
+    pgq.send(gone, {"n": 1})
+    pgq.send(kept, {"n": 2})
+    pgq.drop_queue(gone.name)
+    tallies.flush()
+    assert _stored(kept, "sent") == 1
+    assert not QueueCounter.objects.filter(queue_id=gone.pk).exists()
+
+
+SENDER = """
+import sys
+import django
+django.setup()
+import pgq_django as pgq
+for n in range(7):
+    pgq.send(sys.argv[1], {"n": n})
+"""
+
+
+def test_another_process_writes_its_counts_by_the_time_it_exits(make_queue, spawn):
+    q = make_queue()
+    child = spawn("-c", SENDER, q.name)
+    _out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert pgq.metrics(q).total_messages == 7
+
+
+def _child_flushes() -> None:
+    tallies.flush()
+    connections.close_all()
+
+
+def test_a_forked_child_does_not_write_its_parents_pending_counts_again(make_queue):
+    q = make_queue()
+    pgq.send(q, {"n": 1})  # pending in this process
+    connections.close_all()
+    child = multiprocessing.get_context("fork").Process(target=_child_flushes)
+    child.start()
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    tallies.flush()
+    assert _stored(q, "sent") == 1
