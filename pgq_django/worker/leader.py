@@ -58,7 +58,13 @@ class Leader(Service[LeaderConfig]):
         self.alias = alias
         self.is_leader = False
         self.elected = threading.Event()
-        self._conn: Any = None
+        self._conn: psycopg.Connection[Any] | None = None
+
+    @property
+    def connection(self) -> psycopg.Connection[Any] | None:
+        """The election's own connection (its open transaction holds the lock while this
+        process leads); None before the first election. For inspection, e.g. its backend pid."""
+        return self._conn
 
     def try_elect(self) -> bool:
         from ..notify import connection_params
@@ -68,7 +74,8 @@ class Leader(Service[LeaderConfig]):
             self._conn = psycopg.connect(**params, prepare_threshold=None)
             self.is_leader = False
         if not self.is_leader:
-            self.is_leader = bool(self._conn.execute(sql.TRY_LEADER_LOCK).fetchone()[0])
+            row = self._conn.execute(sql.TRY_LEADER_LOCK).fetchone()
+            self.is_leader = bool(row and row[0])
             if self.is_leader:
                 logger.info("event=leader_elected")
                 self.elected.set()

@@ -131,7 +131,8 @@ def test_one_leader_at_a_time_through_the_pooler(pooled: dict[str, Any]) -> None
 def test_the_leader_lock_goes_with_its_process_connection(pooled: dict[str, Any]) -> None:
     leader = Leader([])
     assert leader.try_elect() is True
-    leader._conn.close()  # the process died: its client connection to the pooler is gone
+    assert leader.connection is not None
+    leader.connection.close()  # the process died: its client connection to the pooler is gone
     follower = Leader([])
     try:
         wait_until(follower.try_elect, what="the lock to be released with its transaction")
