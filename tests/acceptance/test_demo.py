@@ -15,7 +15,7 @@ import sys
 import psycopg
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, direct_dsn
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,8 @@ def _free_port() -> int:
 def test_demo_check_migrates_seeds_and_serves_the_admin_login(fresh_database: str) -> None:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PGQ_", "DJANGO_"))}
-    env.update(DATABASE_URL=fresh_database, PORT=str(port))
+    # The demo's settings are a plain project's (prepared statements on): past any pooler.
+    env.update(DATABASE_URL=direct_dsn(fresh_database), PORT=str(port))
     done = subprocess.run(
         [sys.executable, str(ROOT / "example_project" / "demo.py"), "--check"],
         cwd=ROOT,

@@ -89,7 +89,7 @@ from django.conf import settings
 import pgq_django as pgq
 from pgq_django.conf import settings as pgq_settings
 queue, rounds, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-settings.PGQ = {"NOTIFY_INTERVAL": float(sys.argv[4])}
+settings.PGQ = {**settings.PGQ, "NOTIFY_INTERVAL": float(sys.argv[4])}
 pgq_settings.reload()
 rng = random.Random(seed)
 
