@@ -224,13 +224,19 @@ WHERE pg_stat_get_backend_pid(b) = pg_backend_pid()
 
 
 def test_a_batch_of_writing_handlers_never_overflows_the_subtransaction_cache(effects_queue):
-    """Each writing handler's savepoint takes a subtransaction id; PostgreSQL caches 64."""
+    """Each writing handler's savepoint takes a subtransaction id; PostgreSQL caches 64.
+
+    The backend's own cache state is readable from PostgreSQL 16 (pg_stat_get_backend_subxact);
+    on older servers the commit every 56 savepoints is checked by its acks alone."""
     q = effects_queue()
     ids = pgq.send_batch(q, [{"n": i} for i in range(150)])
     states: list[tuple[int, bool]] = []
+    observable = connection.pg_version >= 160000
 
     def handler(message: Any) -> None:
         _write_effect(message)
+        if not observable:
+            return
         with connection.cursor() as cur:
             cur.execute("SELECT pg_stat_clear_snapshot()")  # see this moment's state
             cur.execute(SUBXACT_STATE)
@@ -238,9 +244,10 @@ def test_a_batch_of_writing_handlers_never_overflows_the_subtransaction_cache(ef
 
     with statements() as seen:
         assert batch_worker(q, handler, size=150).work_once()
-    assert len(states) == 150
-    assert max(count for count, _overflowed in states) <= 64
-    assert not any(overflowed for _count, overflowed in states)
+    if observable:
+        assert len(states) == 150
+        assert max(count for count, _overflowed in states) <= 64
+        assert not any(overflowed for _count, overflowed in states)
     # The batch committed after every 56 savepoints: three transactions, three acks.
     assert sum(s in ACK_STATEMENTS for s in seen) == 3
     assert effects(q) == [(i, 1) for i in ids]
