@@ -41,30 +41,33 @@ def sql_rows(statement: str, params: Any = None) -> list[tuple[Any, ...]]:
         return list(cursor.fetchall()) if cursor.description else []
 
 
-EXTRA_LOWER = 20_000_000
-EXTRA_UPPER = 30_000_000
-DEFAULT_SHIFT = 50_000_000
-
-
 def spread_over_partitions() -> list[str]:
     """Move some rows of both tables into a new range partition and into the default one.
 
-    Rows with msg_id % 3 = 0 move up by 20,000,000 into a partition made for them, rows with
-    msg_id % 5 = 0 (and not % 3) up by 50,000,000, where no range exists: the default
-    partition. Ids then have gaps between three partitions. Returns the partitions made.
+    The new range starts at 20,000,000 or above every range that exists (earlier tests in
+    the same run may have premade some, and DDL outlives their flush): rows with
+    msg_id % 3 = 0 move up into it, rows with msg_id % 5 = 0 (and not % 3) further up, where
+    no range exists: the default partition. Ids then have gaps between three partitions.
+    Returns the partitions made.
     """
+    from pgq_django.partitions import list_partitions
+
+    tables = ("pgq_message", "pgq_archived_message")
+    tops = [p.upper for t in tables for p in list_partitions(t)]
+    newest = max(sql_rows(f"SELECT coalesce(max(msg_id), 0) FROM {t}")[0][0] for t in tables)
+    span = max(10_000_000, newest + 1)  # every moved id fits in the new range
+    lower = max([20_000_000, newest + 1, *tops])
+    upper = lower + span
+    default_shift = upper + 2 * span
     made = []
-    for table in ("pgq_message", "pgq_archived_message"):
+    for table in tables:
         name = f"{table}_spark_test"
-        sql_rows(
-            f"CREATE TABLE {name} PARTITION OF {table} "
-            f"FOR VALUES FROM ({EXTRA_LOWER}) TO ({EXTRA_UPPER})"
-        )
+        sql_rows(f"CREATE TABLE {name} PARTITION OF {table} FOR VALUES FROM ({lower}) TO ({upper})")
         made.append(name)
-        sql_rows(f"UPDATE {table} SET msg_id = msg_id + %s WHERE msg_id %% 3 = 0", [EXTRA_LOWER])
+        sql_rows(f"UPDATE {table} SET msg_id = msg_id + %s WHERE msg_id %% 3 = 0", [lower])
         sql_rows(
             f"UPDATE {table} SET msg_id = msg_id + %s WHERE msg_id %% 5 = 0 AND msg_id < %s",
-            [DEFAULT_SHIFT, EXTRA_LOWER],
+            [default_shift, lower],
         )
     return made
 
