@@ -39,7 +39,14 @@ from django.db.transaction import TransactionManagementError
 from ..api import delivery, messages
 from ..conf import settings
 from ..exceptions import InvalidArgument, RejectMessage
-from .executor import MAX_ERROR_LENGTH, Outcome, call_handler, describe_error, execute
+from .executor import (
+    MAX_ERROR_LENGTH,
+    Outcome,
+    call_handler,
+    describe_error,
+    execute,
+    unstorable_result_note,
+)
 from .leases import LeaseExtender
 from .registry import Handler
 
@@ -98,13 +105,7 @@ def _result_key(queue: str, message: Any, value: Any) -> tuple[Any, Any]:
     try:
         return delivery.encode_result(value), value
     except InvalidArgument as exc:
-        logger.warning(
-            "event=result_not_stored queue=%s msg_id=%s error=%r",
-            queue,
-            message.msg_id,
-            exc.message,
-        )
-        note = {"unstorable_result": exc.message, "type": type(value).__qualname__}
+        note = unstorable_result_note(queue, message, value, exc)
         return delivery.encode_result(note), note
 
 

@@ -71,14 +71,21 @@ def _complete(queue: str, message: Any, value: Any) -> bool:
     except InvalidArgument as exc:
         if exc.details.get("field") != "result":
             raise
-        logger.warning(
-            "event=result_not_stored queue=%s msg_id=%s error=%r",
-            queue,
-            message.msg_id,
-            exc.message,
-        )
-        note = {"unstorable_result": exc.message, "type": type(value).__qualname__}
+        note = unstorable_result_note(queue, message, value, exc)
         return bool(delivery.complete(queue, message.receipt, result=note))
+
+
+def unstorable_result_note(
+    queue: str, message: Any, value: Any, exc: InvalidArgument
+) -> dict[str, str]:
+    """The result archived in place of a return value PostgreSQL cannot hold, logged once."""
+    logger.warning(
+        "event=result_not_stored queue=%s msg_id=%s error=%r",
+        queue,
+        message.msg_id,
+        exc.message,
+    )
+    return {"unstorable_result": exc.message, "type": type(value).__qualname__}
 
 
 def _in_main_thread() -> bool:
