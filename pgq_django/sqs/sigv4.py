@@ -12,6 +12,7 @@ the secret, and turns the outcome into an authenticated user.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -118,9 +119,11 @@ def _remove_dot_segments(path: str) -> str:
     return lead + "/".join(kept) + trail
 
 
+@functools.lru_cache(maxsize=256)
 def canonical_path(raw_path: str) -> str:
     """The path as signed: normalised, then percent-encoded once more (every AWS service but
-    S3 signs the already-encoded path encoded again)."""
+    S3 signs the already-encoded path encoded again). Remembered for the few paths an
+    endpoint sees (its URL and its queues' URLs): quoting cost as much as the HMAC."""
     if not raw_path:
         return "/"
     return quote(_remove_dot_segments(raw_path), safe="/~")
