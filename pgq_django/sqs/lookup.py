@@ -125,11 +125,9 @@ class _Shape:
         # Prepared: PostgreSQL plans this statement (its EXISTS subqueries) once per
         # connection instead of on every request, where planning cost six times the
         # execution. Text results when the ORM's converters expect them.
-        cursor = db.execute(self.sql, params, self.db, binary=self.binary)
-        try:
-            found = cursor.fetchone()
-        finally:
-            cursor.close()
+        # The cursor is the connection's own, kept for the next statement (as db.run_one
+        # leaves it): closing it made the runner set up a new one on every request.
+        found = db.execute(self.sql, params, self.db, binary=self.binary).fetchone()
         if found is None:
             return None
         row = list(found)
