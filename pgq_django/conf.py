@@ -186,9 +186,15 @@ class PgqSettings:
     def __getattr__(self, name: str) -> Any:
         if name not in self.defaults:
             raise AttributeError(f"Invalid pgq_django setting: {name!r}")
-        return self.as_dict()[name]
+        value = self.as_dict()[name]
+        # Kept as an attribute, as DRF's api_settings does: later reads are plain attribute
+        # reads (the hot paths read a dozen settings a call); reload() forgets them.
+        self.__dict__[name] = value
+        return value
 
     def reload(self) -> None:
+        for name in self.defaults:
+            self.__dict__.pop(name, None)
         self._cached = None
 
 

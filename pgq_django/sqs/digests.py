@@ -23,9 +23,7 @@ def _md5() -> Any:
 
 
 def md5_of_body(body: str) -> str:
-    digest = _md5()
-    digest.update(body.encode("utf-8"))
-    return str(digest.hexdigest())
+    return hashlib.md5(body.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
 def _with_length(data: bytes) -> bytes:

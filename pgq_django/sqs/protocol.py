@@ -87,12 +87,12 @@ async def _thread_sensitive(function: Callable[[], Any]) -> Any:
     return await sync_to_async(function, thread_sensitive=True)()
 
 
+# json.dumps with separators builds a new encoder on every call; this one is made once.
+_to_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def _answer(status: int, body: dict[str, Any], request_id: str, *extra: tuple[str, str]) -> Answer:
-    return Answer(
-        status,
-        (("x-amzn-RequestId", request_id), *extra),
-        json.dumps(body, separators=(",", ":")).encode(),
-    )
+    return Answer(status, (("x-amzn-RequestId", request_id), *extra), _to_json(body).encode())
 
 
 def error_answer(error: SqsError, request_id: str | None = None) -> Answer:

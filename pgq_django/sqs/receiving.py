@@ -183,6 +183,9 @@ def _system_attributes(plan: Receive, message: Any) -> dict[str, str]:
 def finish(plan: Receive) -> dict[str, Any]:
     """SQS's answer for the leased messages (in Django's database thread)."""
     out = []
+    # Most receives ask for no attributes: then none is looked at, per message or at all.
+    system_names = plan.system_names
+    attribute_names = plan.attribute_names
     for message in _dead_letter_spent(plan):
         body = ma.body_text(message.message)
         item: dict[str, Any] = {
@@ -191,12 +194,14 @@ def finish(plan: Receive) -> dict[str, Any]:
             "MD5OfBody": md5_of_body(body),
             "Body": body,
         }
-        system = _system_attributes(plan, message)
-        if system:
-            item["Attributes"] = system
-        attributes = ma.from_stored(message.attributes, plan.attribute_names)
-        if attributes:
-            item["MessageAttributes"] = attributes
-            item["MD5OfMessageAttributes"] = md5_of_attributes(attributes)
+        if system_names:
+            system = _system_attributes(plan, message)
+            if system:
+                item["Attributes"] = system
+        if attribute_names:
+            attributes = ma.from_stored(message.attributes, attribute_names)
+            if attributes:
+                item["MessageAttributes"] = attributes
+                item["MD5OfMessageAttributes"] = md5_of_attributes(attributes)
         out.append(item)
     return {"Messages": out} if out else {}

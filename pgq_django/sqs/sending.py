@@ -14,7 +14,6 @@ batch of plain messages.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,14 +162,20 @@ def send_message(call: Call) -> dict[str, Any]:
 def _runs(items: list[Outgoing]) -> list[list[Outgoing]]:
     """Consecutive messages that one send_batch call can carry (same options, no dedup)."""
     runs: list[list[Outgoing]] = []
-    last_key = None
+    last: Outgoing | None = None
     for item in items:
-        key = None if item.dedup_id else json.dumps(item.options, sort_keys=True)
-        if key is not None and key == last_key:
+        # Options hold only strings, ints and None (and dicts of them), so comparing them
+        # as values is what comparing their JSON was, without encoding each entry's.
+        if (
+            last is not None
+            and item.dedup_id is None
+            and last.dedup_id is None
+            and item.options == last.options
+        ):
             runs[-1].append(item)
         else:
             runs.append([item])
-        last_key = key
+        last = item
     return runs
 
 

@@ -12,6 +12,7 @@ the secret, and turns the outcome into an authenticated user.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -34,6 +35,13 @@ _CREDENTIAL_RE = re.compile(
 _SIGNATURE_RE = re.compile(r"[0-9a-f]{64}")
 _AMZ_DATE_RE = re.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})([0-9]{2})Z")
 _HEADER_NAME_RE = re.compile(r"[a-z0-9!#$%&'*+.^_`|~-]+")
+# The header exactly as SDKs write it, read with one expression; anything else (other
+# spacing or order, or a mistake to report) goes through the general reading.
+_USUAL_AUTHORIZATION_RE = re.compile(
+    r"AWS4-HMAC-SHA256 Credential=([A-Za-z0-9]{1,128})/(\d{8})/([a-z0-9-]{1,64})/"
+    r"([a-z0-9-]{1,64})/aws4_request, ?SignedHeaders=((?:[a-z0-9!#$%&'*+.^_`|~-]+;)*"
+    r"[a-z0-9!#$%&'*+.^_`|~-]+), ?Signature=([0-9a-f]{64})"
+)
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,12 @@ def _incomplete(message: str) -> SqsError:
 
 def parse_authorization(header: str) -> Authorization:
     """Read the Authorization header; anything malformed is IncompleteSignature."""
+    usual = _USUAL_AUTHORIZATION_RE.fullmatch(header)
+    if usual is not None:
+        key_id, date, region, service, names, signature = usual.groups()
+        signed = tuple(names.split(";"))
+        if list(signed) == sorted(set(signed)):
+            return Authorization(key_id, date, region, service, signed, signature)
     algorithm, _, rest = header.strip().partition(" ")
     if algorithm != ALGORITHM:
         raise _incomplete(f"Only {ALGORITHM} signatures are accepted.")
@@ -118,9 +132,11 @@ def _remove_dot_segments(path: str) -> str:
     return lead + "/".join(kept) + trail
 
 
+@functools.lru_cache(maxsize=256)
 def canonical_path(raw_path: str) -> str:
     """The path as signed: normalised, then percent-encoded once more (every AWS service but
-    S3 signs the already-encoded path encoded again)."""
+    S3 signs the already-encoded path encoded again). Remembered for the few paths an
+    endpoint sees (its URL and its queues' URLs): quoting cost as much as the HMAC."""
     if not raw_path:
         return "/"
     return quote(_remove_dot_segments(raw_path), safe="/~")

@@ -167,6 +167,39 @@ def test_malformed_authorization_headers_are_incomplete_signatures(header: str) 
     assert caught.value.code == "IncompleteSignature"
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        "AWS4-HMAC-SHA256 Credential=AKID1/20260314/us-east-1/sqs/aws4_request, "
+        "SignedHeaders=content-type;host;x-amz-date;x-amz-target, Signature=" + "ab" * 32,
+        "AWS4-HMAC-SHA256 Credential=AKID1/20260314/eu-west-3/sqs/aws4_request,"
+        "SignedHeaders=host;x-amz-target,Signature=" + "0" * 64,
+        "  AWS4-HMAC-SHA256 Signature=" + "1" * 64 + " , SignedHeaders=host;x-amz-target, "
+        "Credential=K/20260314/us-east-1/sqs/aws4_request ",
+    ],
+)
+def test_the_usual_header_is_read_as_the_general_reading_reads_it(header: str) -> None:
+    """SDKs' own layout is read by one expression; it must agree with the general reading,
+    which takes any spacing and order."""
+    general = sigv4.parse_authorization(" " + header + " ")  # never the one expression
+    assert sigv4.parse_authorization(header) == general
+
+
+@pytest.mark.parametrize(
+    "names", ["x-amz-date;host", "host;host", "host;;x-amz-target", "Host;x-amz-target"]
+)
+def test_unsorted_repeated_or_empty_signed_header_names_are_refused_in_the_usual_layout(
+    names: str,
+) -> None:
+    header = (
+        "AWS4-HMAC-SHA256 Credential=K/20260314/us-east-1/sqs/aws4_request, "
+        f"SignedHeaders={names}, Signature=" + "0" * 64
+    )
+    with pytest.raises(SqsError) as caught:
+        sigv4.parse_authorization(header)
+    assert caught.value.code == "IncompleteSignature"
+
+
 def test_body_digest_is_the_md5_of_the_utf8_bytes() -> None:
     assert md5_of_body("hé") == hashlib.md5("hé".encode()).hexdigest()
 
