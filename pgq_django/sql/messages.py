@@ -32,7 +32,7 @@ def _send(counted_here: bool) -> str:
     )
     return f"""
 WITH q AS (
-    SELECT id, name, delivery_delay, retention, max_length FROM pgq_queue
+    SELECT id, name, durable, delivery_delay, retention, max_length FROM pgq_queue
     WHERE name = %(queue)s AND max_message_size >= %(size)s
 ), room AS (
     SELECT q.* FROM q WHERE {HAS_ROOM.format(q="q", n="cardinality(%(bodies)b::text[])")}

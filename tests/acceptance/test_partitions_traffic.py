@@ -57,7 +57,11 @@ def saved_layout(transactional_db: Any) -> Iterator[None]:
 @pytest.fixture
 def tiny_ranges(saved_layout: None) -> Iterator[int]:
     """Ranges of SIZE ids past every existing one."""
-    top = max(p.upper for t in partitions.TABLES for p in partitions.list_partitions(t))
+    top = max(
+        p.upper
+        for t in partitions.TABLES
+        for p in partitions.list_partitions(t, partitions.DURABLE)
+    )
     with connection.cursor() as cursor:
         cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [top - 1])
     with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 2}):
@@ -173,7 +177,11 @@ def test_a_range_truncated_between_bursts_loses_and_duplicates_nothing(
     """Bursts of traffic fill one range, drain it, and fill it again while an upkeep loop
     truncates it whenever it finds it empty: the sequence never passes the range, so every
     page given back is given back by TRUNCATE, with sends, leases and acks in flight."""
-    top = max(p.upper for t in partitions.TABLES for p in partitions.list_partitions(t))
+    top = max(
+        p.upper
+        for t in partitions.TABLES
+        for p in partitions.list_partitions(t, partitions.DURABLE)
+    )
     with connection.cursor() as cursor:
         cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [top - 1])
     queue = make_queue().name
