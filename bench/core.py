@@ -18,7 +18,13 @@ pgq_django-only checks: read latency with 1,000,000 messages backlogged vs 10,00
 wake-up latency of ``read_with_poll`` (a send commits in one process, a waiting
 ``read_with_poll`` returns in another), with PGMQ's polling ``read_with_poll`` for reference.
 
-Run: ``python -m bench.core`` (``--quick`` for a smoke run, ``--rounds N``, ``--only CASE``).
+With ``--unlogged`` the throughput cases compare durability instead: pgq_django on a durable
+queue and on a non-durable one (``create_queue(durable=False)``, UNLOGGED ranges), and PGMQ's
+logged queue (``pgmq.create``) and unlogged one (``pgmq.create_unlogged``); hand SQL, the
+backlog and the wake-ups are left out.
+
+Run: ``python -m bench.core`` (``--quick`` for a smoke run, ``--rounds N``, ``--only CASE``,
+``--unlogged``).
 """
 
 from __future__ import annotations
@@ -239,7 +245,33 @@ class Pgmq(Contender):
         self.conn.execute(sql, [self.queue, refs]).fetchall()
 
 
+class PgqUnlogged(Pgq):
+    """pgq_django's public API on a non-durable queue (``durable=False``)."""
+
+    name = "pgq_unlogged"
+    label = "pgq_django unlogged"
+
+
+class PgmqUnlogged(Pgmq):
+    """PGMQ's SQL functions on a queue made by ``pgmq.create_unlogged``."""
+
+    name = "pgmq_unlogged"
+    label = "PGMQ unlogged"
+
+
 CONTENDERS: dict[str, type[Contender]] = {"pgq": Pgq, "hand": Hand, "pgmq": Pgmq}
+# --unlogged: durable and non-durable queues of each, side by side.
+UNLOGGED_CONTENDERS: dict[str, type[Contender]] = {
+    "pgq": Pgq,
+    "pgq_unlogged": PgqUnlogged,
+    "pgmq": Pgmq,
+    "pgmq_unlogged": PgmqUnlogged,
+}
+ALL_CONTENDERS = {**CONTENDERS, **UNLOGGED_CONTENDERS}
+
+
+def _is_pgmq(name: str) -> bool:
+    return name.startswith("pgmq")
 
 
 def queue_for(name: str) -> str:
@@ -247,7 +279,7 @@ def queue_for(name: str) -> str:
 
 
 def make(name: str) -> Contender:
-    return CONTENDERS[name](queue_for(name))
+    return ALL_CONTENDERS[name](queue_for(name))
 
 
 # -- queues: set-up, fill, reset (never timed) ------------------------------------------------
@@ -266,28 +298,34 @@ def install_pgmq(conn: Any) -> str:
     return f"SQL-only install {get_embedded_sql_version()} (pgmq package)"
 
 
-def create_queues(admin: Any) -> None:
+def create_queues(admin: Any, names: Sequence[str] = tuple(CONTENDERS)) -> None:
     import pgq_django as pgq
 
-    for name in ("pgq", "hand"):
-        pgq.drop_queue(queue_for(name))
-        pgq.create_queue(queue_for(name))
-    admin.execute("SELECT pgmq.create(%s)", [queue_for("pgmq")])
+    for name in names:
+        if name == "pgmq":
+            admin.execute("SELECT pgmq.create(%s)", [queue_for(name)])
+        elif name == "pgmq_unlogged":
+            admin.execute("SELECT pgmq.create_unlogged(%s)", [queue_for(name)])
+        else:
+            pgq.drop_queue(queue_for(name))
+            pgq.create_queue(queue_for(name), durable=name != "pgq_unlogged")
 
 
-def drop_queues(admin: Any) -> None:
+def drop_queues(admin: Any, names: Sequence[str] = tuple(CONTENDERS)) -> None:
     import pgq_django as pgq
 
-    for name in ("pgq", "hand"):
-        pgq.drop_queue(queue_for(name))
-    admin.execute("SELECT pgmq.drop_queue(%s)", [queue_for("pgmq")])
+    for name in names:
+        if _is_pgmq(name):
+            admin.execute("SELECT pgmq.drop_queue(%s)", [queue_for(name)])
+        else:
+            pgq.drop_queue(queue_for(name))
 
 
 def reset(admin: Any, name: str, fill: int = 0) -> None:
     """Empty a contender's queue, prefill ``fill`` messages, vacuum and analyze its table."""
     queue = queue_for(name)
     body = json.dumps(BODY)
-    if name == "pgmq":
+    if _is_pgmq(name):
         admin.execute("SELECT pgmq.purge_queue(%s)", [queue])
         if fill:
             admin.execute(
@@ -349,7 +387,7 @@ def drain(contender: Contender, qty: int) -> int:
 
 def _drainer(name: str, qty: int) -> Callable[[], int]:
     """Run in a consumer process: connect and warm up, then hand back the drain to time."""
-    if name == "pgq":
+    if name.startswith("pgq"):
         from django.db import connections
 
         connections["default"].ensure_connection()
@@ -553,6 +591,46 @@ def ratio(values: dict[str, list[float]], a: str, b: str) -> float | None:
     return common.median(x / y for x, y in zip(values[a], values[b], strict=True))
 
 
+def report_unlogged(results: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
+    """The --unlogged table: each system's non-durable queue against its durable one, and
+    pgq_django's non-durable queue against PGMQ's unlogged one."""
+    rows = []
+    summary: dict[str, Any] = {}
+    pairs = {
+        "pgq_unlogged_vs_pgq": ("pgq_unlogged", "pgq"),
+        "pgmq_unlogged_vs_pgmq": ("pgmq_unlogged", "pgmq"),
+        "pgq_unlogged_vs_pgmq_unlogged": ("pgq_unlogged", "pgmq_unlogged"),
+        "pgq_vs_pgmq": ("pgq", "pgmq"),
+    }
+    for case in CASES:
+        if case.key not in results:
+            continue
+        med = {name: common.median(v) for name, v in results[case.key].items()}
+        ratios = {key: ratio(results[case.key], a, b) for key, (a, b) in pairs.items()}
+        summary[case.key] = {"median_msgs_per_s": med, **ratios}
+        rows.append(
+            [case.title]
+            + [common.fmt(med.get(name)) for name in UNLOGGED_CONTENDERS]
+            + [common.fmt(r) for r in ratios.values()]
+        )
+    common.print_table(
+        "Durable vs unlogged, messages/s (median of rounds); ratios = median of per-round ratios",
+        [
+            "case",
+            "pgq durable",
+            "pgq unlogged",
+            "PGMQ",
+            "PGMQ unlogged",
+            "pgq unl./pgq",
+            "PGMQ unl./PGMQ",
+            "pgq unl./PGMQ unl.",
+            "pgq/PGMQ",
+        ],
+        rows,
+    )
+    return summary
+
+
 def report(
     results: dict[str, dict[str, list[float]]],
     backlog_result: dict[str, Any] | None,
@@ -653,20 +731,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     common.setup()
     admin = common.connect()
     pgmq_version = install_pgmq(admin)
-    create_queues(admin)
+    names = list(UNLOGGED_CONTENDERS if args.unlogged else CONTENDERS)
+    create_queues(admin, names)
     print(f"bench.core: {rounds} rounds per case; PGMQ: {pgmq_version}", flush=True)
     cases = [c for c in CASES if not only or c.key in only]
+    backlog_result = wake = None
     try:
-        results = run_cases(cases, rounds, args.quick, admin, list(CONTENDERS))
-        backlog_result = (
-            backlog(admin, rounds, args.quick) if not only or "backlog" in only else None
-        )
-        wake = wakeups(admin, args.quick) if not only or "wakeup" in only else None
+        results = run_cases(cases, rounds, args.quick, admin, names)
+        if not args.unlogged:
+            backlog_result = (
+                backlog(admin, rounds, args.quick) if not only or "backlog" in only else None
+            )
+            wake = wakeups(admin, args.quick) if not only or "wakeup" in only else None
     finally:
-        drop_queues(admin)
-    summary = report(results, backlog_result, wake)
+        drop_queues(admin, names)
+    summary = report_unlogged(results) if args.unlogged else report(results, backlog_result, wake)
+    kind = "core-unlogged" if args.unlogged else "core"
     path = common.write_results(
-        "core-quick" if args.quick else "core",
+        f"{kind}-quick" if args.quick else kind,
         {
             "rounds": rounds,
             "quick": args.quick,
@@ -685,6 +767,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _extra_arguments(parser: Any) -> None:
     keys = [c.key for c in CASES] + ["backlog", "wakeup"]
     parser.add_argument("--only", action="append", choices=keys, help="run only these parts")
+    parser.add_argument(
+        "--unlogged",
+        action="store_true",
+        help="durable vs non-durable queues of pgq_django and PGMQ (throughput cases only)",
+    )
 
 
 if __name__ == "__main__":
