@@ -226,7 +226,8 @@ class QueueAdmin(QueuePagesMixin, WithoutBulkDelete, admin.ModelAdmin):
 
     @admin.display(description="state")
     def state(self, obj: Queue) -> str:
-        return "paused" if obj.paused else "active"
+        state = "paused" if obj.paused else "active"
+        return state if obj.durable else f"{state}, unlogged"
 
     @admin.display(description="")
     def browse_link(self, obj: Queue) -> str:
