@@ -442,6 +442,43 @@ def run_cases(
     return results
 
 
+# -- WAL written per message (--unlogged) ------------------------------------------------------
+
+WAL_LSN = "SELECT pg_current_wal_insert_lsn()"
+WAL_DIFF = "SELECT pg_wal_lsn_diff(%s, %s)"
+
+
+def wal_per_message(
+    admin: Any, names: Sequence[str], rounds: int, quick: bool
+) -> dict[str, dict[str, float]]:
+    """WAL bytes each contender writes per message sent and per message read and deleted
+    (single calls), median of ``rounds``: independent of the machine's load, unlike time.
+    The WAL position is the cluster's, so whatever else writes meanwhile counts too."""
+    n = 20 if quick else 200
+    contenders = {name: make(name) for name in names}
+    samples: dict[str, dict[str, list[float]]] = {
+        name: {"send": [], "read_delete": []} for name in names
+    }
+    for _ in range(rounds):
+        for name, contender in contenders.items():
+            reset(admin, name)
+            start = admin.execute(WAL_LSN).fetchone()[0]
+            for _ in range(n):
+                contender.send(BODY)
+            sent = admin.execute(WAL_LSN).fetchone()[0]
+            if drain(contender, 1) != n:
+                raise RuntimeError(f"{contender.label} lost messages in the WAL check")
+            done = admin.execute(WAL_LSN).fetchone()[0]
+            for key, (a, b) in (("send", (sent, start)), ("read_delete", (done, sent))):
+                samples[name][key].append(float(admin.execute(WAL_DIFF, [a, b]).fetchone()[0]) / n)
+    for name in names:
+        reset(admin, name)
+    return {
+        name: {key: common.median(values) for key, values in by_key.items()}
+        for name, by_key in samples.items()
+    }
+
+
 # -- backlog: read latency with 1,000,000 messages waiting vs 10,000 --------------------------
 
 
@@ -591,9 +628,11 @@ def ratio(values: dict[str, list[float]], a: str, b: str) -> float | None:
     return common.median(x / y for x, y in zip(values[a], values[b], strict=True))
 
 
-def report_unlogged(results: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
-    """The --unlogged table: each system's non-durable queue against its durable one, and
-    pgq_django's non-durable queue against PGMQ's unlogged one."""
+def report_unlogged(
+    results: dict[str, dict[str, list[float]]], wal: dict[str, dict[str, float]]
+) -> dict[str, Any]:
+    """The --unlogged tables: each system's non-durable queue against its durable one, and
+    pgq_django's non-durable queue against PGMQ's unlogged one; WAL bytes per message."""
     rows = []
     summary: dict[str, Any] = {}
     pairs = {
@@ -628,6 +667,15 @@ def report_unlogged(results: dict[str, dict[str, list[float]]]) -> dict[str, Any
         ],
         rows,
     )
+    common.print_table(
+        "WAL bytes per message (single calls, median of rounds)",
+        ["operation", *(ALL_CONTENDERS[name].label for name in wal)],
+        [
+            [key.replace("_", "+"), *(common.fmt(wal[name][key]) for name in wal)]
+            for key in ("send", "read_delete")
+        ],
+    )
+    summary["wal_bytes_per_message"] = wal
     return summary
 
 
@@ -736,16 +784,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"bench.core: {rounds} rounds per case; PGMQ: {pgmq_version}", flush=True)
     cases = [c for c in CASES if not only or c.key in only]
     backlog_result = wake = None
+    wal: dict[str, dict[str, float]] = {}
     try:
         results = run_cases(cases, rounds, args.quick, admin, names)
-        if not args.unlogged:
+        if args.unlogged:
+            print("  WAL bytes per message …", flush=True)
+            wal = wal_per_message(admin, names, rounds, args.quick)
+        else:
             backlog_result = (
                 backlog(admin, rounds, args.quick) if not only or "backlog" in only else None
             )
             wake = wakeups(admin, args.quick) if not only or "wakeup" in only else None
     finally:
         drop_queues(admin, names)
-    summary = report_unlogged(results) if args.unlogged else report(results, backlog_result, wake)
+    summary = (
+        report_unlogged(results, wal) if args.unlogged else report(results, backlog_result, wake)
+    )
     kind = "core-unlogged" if args.unlogged else "core"
     path = common.write_results(
         f"{kind}-quick" if args.quick else kind,
