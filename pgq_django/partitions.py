@@ -23,9 +23,12 @@ below ``TRANSIENT_FIRST_ID``, 4 * 10**15); non-durable queues (``durable=False``
 ``pgq_message_transient_id_seq`` (from there up to 2**53 - 1, still exact in JSON). The live
 ranges of the second space are UNLOGGED partitions of the same parent, the archive's are
 logged. Every step above works on each space against its own sequence (:data:`SPACES`): a
-range of the second space is never "ahead" of the durable sequence, nor passed by it. Premake
-keeps ``PARTITION_PREMAKE`` ranges ahead of the second sequence only while a non-durable
-queue exists, and one range otherwise, so a queue created between two runs has its range.
+range of the second space is never "ahead" of the durable sequence, nor passed by it. The
+second space has ranges only while a non-durable queue exists: ``create_queue(durable=False)``
+makes the first ones (:func:`ensure_transient_ranges`), premake keeps ``PARTITION_PREMAKE``
+ahead of its sequence while such a queue exists, and the drop step removes its empty live
+ranges once none does. So a project that never makes one has no UNLOGGED table, and a hot
+standby (where PostgreSQL refuses to open one) can still scan ``pgq_message``.
 
 Safety. Only one run changes anything at a time: each holds an advisory lock and a second
 run that finds it taken does nothing (two leaders for a moment, or the command run beside a
@@ -158,8 +161,11 @@ def _transient_queues_exist() -> bool:
 
 def _lock_timeout(lock_timeout_ms: int) -> None:
     """In the current transaction: wait at most this long for any lock."""
-    timeout = sql.Literal(f"{lock_timeout_ms}ms")
-    _run(statements.SET_LOCK_TIMEOUT.format(timeout=timeout))
+    _set_lock_timeout(f"{lock_timeout_ms}ms")
+
+
+def _set_lock_timeout(value: str) -> None:
+    _run(statements.SET_LOCK_TIMEOUT.format(timeout=sql.Literal(value)))
 
 
 def _exclusive(table: str, lock_timeout_ms: int) -> None:
@@ -278,15 +284,50 @@ def _premake(premake: int | None, *, dry_run: bool) -> Iterator[str]:
     ahead = settings.PARTITION_PREMAKE if premake is None else premake
     ahead = integer(ahead, "premake", minimum=0, maximum=MAX_PREMAKE)
     for space in SPACES:
-        wanted = ahead if space is DURABLE or _transient_queues_exist() else min(ahead, 1)
-        yield from _premake_space(space, sequence_position(space) + wanted * size, size, dry_run)
+        if space is TRANSIENT and not _transient_queues_exist():
+            continue
+        yield from _premake_space(space, sequence_position(space), ahead, size, dry_run)
 
 
-def _premake_space(space: IdSpace, target: int, size: int, dry_run: bool) -> Iterator[str]:
-    """Ranges of ``space`` up to the one holding ``target``, in each table."""
+def ensure_transient_ranges(lock_timeout_ms: int = 1000) -> list[str]:
+    """Make the ranges of the non-durable id space that its next ids need, if missing.
+
+    Called by ``create_queue(durable=False)`` in its transaction, so that the queue's first
+    messages land in an UNLOGGED range rather than in the (logged) default partition. Cheap
+    when the ranges exist (one catalog query). Creating a partition locks ``pgq_message``
+    exclusively; when that waits longer than ``lock_timeout_ms`` nothing is made (the
+    savepoint rolls back, with the timeout setting) and the next upkeep run makes them and
+    moves any message that landed in the default meanwhile into them.
+    """
+    size = int(settings.PARTITION_SIZE)
+    position = sequence_position(TRANSIENT)
+    if any(p.lower <= position + 1 < p.upper for p in list_partitions(MESSAGE_TABLE, TRANSIENT)):
+        return []
+    try:
+        with transaction.atomic(using=settings.DATABASE):
+            previous = _one(statements.SHOW_LOCK_TIMEOUT)[0]
+            _lock_timeout(lock_timeout_ms)
+            actions = list(_premake_space(TRANSIENT, position, 1, size, dry_run=False))
+            _set_lock_timeout(previous)
+            return actions
+    except OperationalError:  # lock_timeout: pgq_message is busy; upkeep makes them later
+        return []
+
+
+def _premake_space(
+    space: IdSpace, position: int, ahead: int, size: int, dry_run: bool
+) -> Iterator[str]:
+    """Ranges of ``space`` in each table, from the last one up to the one holding
+    ``position + ahead * size``. In the non-durable space, whose ranges may all have been
+    dropped while its sequence stood still, they start no lower than the grid slot of the
+    next id: the ids below are handed out already."""
+    target = position + ahead * size
+    floor = space.first
+    if space is TRANSIENT:
+        floor += (position + 1 - space.first) // size * size
     for table in TABLES:
         existing = list_partitions(table, space)
-        lower = max([p.upper for p in existing] + [_default_max_id(table, space) + 1, space.first])
+        lower = max([p.upper for p in existing] + [_default_max_id(table, space) + 1, floor])
         while lower <= target and lower < space.end:
             upper = min(lower + size, space.end)
             name = f"{table}_r{lower}"
@@ -465,6 +506,12 @@ def _droppable(part: Partition) -> tuple[bool, str]:
     return (False, "holds messages") if _has_rows(part.name) else (True, "")
 
 
+def _unused_transient(part: Partition) -> bool:
+    """An UNLOGGED live range with no non-durable queue left to fill it: it may go now, like
+    a passed one (no UNLOGGED table stays behind the last non-durable queue)."""
+    return _unlogged(part.table, part.lower) and not _transient_queues_exist()
+
+
 def _has_rows(name: str) -> bool:
     return bool(_one(statements.PARTITION_HAS_ROWS.format(partition=sql.Identifier(name)))[0])
 
@@ -481,6 +528,10 @@ def _drop(part: Partition, lock_timeout_ms: int) -> bool:
             _exclusive(part.table, lock_timeout_ms)
             if not _droppable(part)[0]:
                 return False
+            if part.upper - 1 > sequence_position(space_of(part.lower)) and not (
+                _unused_transient(part)
+            ):
+                return False
             _run(statements.DROP_PARTITION.format(partition=sql.Identifier(part.name)))
             return True
     except OperationalError:  # lock_timeout: the queue is busy; try at the next run
@@ -491,7 +542,8 @@ def drop_drained_partitions(*, dry_run: bool = False, lock_timeout_ms: int = 100
     """Drop ranges whose ids are all handed out and that hold no rows; returns actions.
 
     A live range goes first; its archive range follows once it is empty or wholly past
-    retention. The range the sequence is in (and any ahead of it) is always kept.
+    retention. The range the sequence is in (and any ahead of it) is kept, except the empty
+    UNLOGGED ranges of the non-durable space once no non-durable queue exists.
     """
     return list(_drops(dry_run=dry_run, lock_timeout_ms=lock_timeout_ms))
 
@@ -505,7 +557,7 @@ def _drops(*, dry_run: bool, lock_timeout_ms: int) -> Iterator[str]:
     live_lowers = {p.lower for p in list_partitions(MESSAGE_TABLE)}
     for table in TABLES:
         for part in list_partitions(table):
-            if part.upper - 1 > positions[space_of(part.lower)]:
+            if part.upper - 1 > positions[space_of(part.lower)] and not _unused_transient(part):
                 continue
             if table == ARCHIVE_TABLE and part.lower in live_lowers:
                 continue

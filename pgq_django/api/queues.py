@@ -125,7 +125,12 @@ def create_queue(
     fields["fifo"] = fields["fifo"] or name.endswith(".fifo")
     try:
         with transaction.atomic(using=_db()):
-            return Queue.objects.using(_db()).create(name=name, **fields)
+            queue = Queue.objects.using(_db()).create(name=name, **fields)
+            if not queue.durable:
+                from ..partitions import ensure_transient_ranges
+
+                ensure_transient_ranges()
+            return queue
     except IntegrityError:
         raise QueueAlreadyExists(f"Queue {name!r} already exists.", queue=name) from None
 

@@ -34,6 +34,9 @@ _UPKEEP_KEY = "('x' || left(md5('pgq_django.partition_upkeep'), 16))::bit(64)::b
 # as this transaction (the run's own, on a connection of its own) lasts.
 TRY_UPKEEP_LOCK = f"SELECT pg_try_advisory_xact_lock({_UPKEEP_KEY})"
 
+# -- show_lock_timeout -- The lock_timeout in force (to put back after a change).
+SHOW_LOCK_TIMEOUT = "SELECT current_setting('lock_timeout')"
+
 # -- set_lock_timeout -- Give up waiting for a lock after {timeout} (this transaction only).
 SET_LOCK_TIMEOUT = sql.SQL("SET LOCAL lock_timeout = {timeout}")
 

@@ -82,8 +82,8 @@ def test_its_messages_sit_in_unlogged_ranges_and_a_durable_queues_in_logged_ones
     assert kept < TRANSIENT_FIRST_ID <= fleeting
     assert _persistence(kept) == "p"
     assert _persistence(fleeting) == "u"
-    assert _relpersistence(f"pgq_message_r{TRANSIENT_FIRST_ID}") == "u"
-    assert _relpersistence(f"pgq_archived_message_r{TRANSIENT_FIRST_ID}") == "p"
+    pgq.archive(transient, fleeting)
+    assert _persistence(fleeting, "pgq_archived_message") == "p"
 
 
 def test_every_path_that_makes_a_message_draws_from_its_queues_space(make_queue):
@@ -179,9 +179,12 @@ def transient_top(db: Any) -> Iterator[int]:
         cursor.execute("SELECT last_value, is_called FROM pgq_message_transient_id_seq")
         saved = cursor.fetchone()
     top = max(
-        p.upper
-        for t in partitions.TABLES
-        for p in partitions.list_partitions(t, partitions.TRANSIENT)
+        (
+            p.upper
+            for t in partitions.TABLES
+            for p in partitions.list_partitions(t, partitions.TRANSIENT)
+        ),
+        default=TRANSIENT_FIRST_ID,
     )
     _set_transient(top + 5)
     with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 1}):
@@ -207,16 +210,9 @@ def _created(actions: list[str], space: partitions.IdSpace) -> list[str]:
 def test_premake_makes_unlogged_ranges_ahead_of_the_second_sequence(transient_top, make_queue):
     top = transient_top
     durable_before = partitions.list_partitions("pgq_message", partitions.DURABLE)
-    # No non-durable queue: one range ahead of the second sequence, whatever premake says.
+    # No non-durable queue: nothing in the second space, whatever premake says.
     actions = partitions.premake_partitions(3)
-    assert _created(actions, partitions.TRANSIENT) == [
-        f"create pgq_message_r{top} [{top}, {top + SIZE}) unlogged",
-        f"create pgq_message_r{top + SIZE} [{top + SIZE}, {top + 2 * SIZE}) unlogged",
-        f"create pgq_archived_message_r{top} [{top}, {top + SIZE})",
-        f"create pgq_archived_message_r{top + SIZE} [{top + SIZE}, {top + 2 * SIZE})",
-    ]
-    assert _relpersistence(f"pgq_message_r{top}") == "u"
-    assert _relpersistence(f"pgq_archived_message_r{top}") == "p"
+    assert _created(actions, partitions.TRANSIENT) == []
     # Durable ranges follow the durable sequence only: none made in the far space.
     for action in _created(actions, partitions.DURABLE):
         assert "unlogged" not in action
@@ -224,7 +220,15 @@ def test_premake_makes_unlogged_ranges_ahead_of_the_second_sequence(transient_to
     assert all(p.upper <= TRANSIENT_FIRST_ID for p in durable_now)
     assert set(durable_before) <= set(durable_now)
 
-    q = make_queue(durable=False)  # now premake keeps all its ranges ahead
+    # Creating one makes the ranges its first ids need (unlogged live, logged archive) ...
+    q = make_queue(durable=False)
+    assert _relpersistence(f"pgq_message_r{top}") == "u"
+    assert _relpersistence(f"pgq_message_r{top + SIZE}") == "u"
+    assert _relpersistence(f"pgq_archived_message_r{top}") == "p"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW lock_timeout")
+        assert cursor.fetchone()[0] == "0"  # the caller's transaction keeps its own
+    # ... and from then on premake keeps all its ranges ahead.
     planned = partitions.premake_partitions(3, dry_run=True)
     assert _created(planned, partitions.TRANSIENT)[:2] == [
         f"create pgq_message_r{top + 2 * SIZE} [{top + 2 * SIZE}, {top + 3 * SIZE}) unlogged",
@@ -268,6 +272,35 @@ def test_drained_ranges_of_each_space_go_by_their_own_sequence(transient_top, ma
     assert ahead <= remaining  # durable ranges ahead of the durable sequence all stay
 
 
+def _unlogged_tables() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'pgq_message'::regclass AND c.relpersistence = 'u'"
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_once_no_non_durable_queue_is_left_its_empty_unlogged_ranges_go(transient_top, make_queue):
+    """No UNLOGGED table outlives the last non-durable queue: a hot standby refuses to open
+    one, so it would fail any query of pgq_message there that is not pruned."""
+    top = transient_top
+    q = make_queue(durable=False)
+    pgq.delete(q, pgq.send(q, "gone"))
+    assert _unlogged_tables()
+    kept = partitions.drop_drained_partitions()  # the queue may still send
+    assert not [a for a in kept if partitions.space_of(_bounds(a)[0]) is partitions.TRANSIENT]
+    pgq.drop_queue(q)
+    dropped = partitions.drop_drained_partitions()
+    assert f"drop pgq_message_r{top} [{top}, {top + SIZE})" in dropped
+    assert _unlogged_tables() == []
+    assert not [a for a in partitions.premake_partitions() if "unlogged" in a]  # none again
+
+    again = make_queue(durable=False)  # a new one starts at the sequence's slot
+    msg_id = pgq.send(again, "back")
+    assert msg_id >= top and _persistence(msg_id) == "u"
+
+
 def test_rows_of_a_non_durable_queue_in_the_default_are_repaired_into_an_unlogged_range(
     transient_top, make_queue
 ):
@@ -299,3 +332,31 @@ def test_a_batch_gets_ids_in_input_order_in_either_space(make_queue, durable):
     ids = pgq.send_batch(q, [{"n": i} for i in range(200)])
     stored = dict(Message.objects.filter(msg_id__in=ids).values_list("msg_id", "message"))
     assert [stored[i]["n"] for i in ids] == list(range(200))
+
+
+def test_a_busy_message_table_does_not_hold_up_create_queue_and_upkeep_catches_up(
+    transient_top, make_queue
+):
+    """Making the first unlogged range needs pgq_message's exclusive lock; create_queue
+    waits for it no longer than a second, and the queue's first messages land in the
+    (logged) default partition until the next upkeep run moves them into their range."""
+    import psycopg
+
+    from pgq_django.notify import connection_params
+
+    top = transient_top
+    with psycopg.connect(**connection_params()) as other:
+        other.execute("LOCK TABLE pgq_message IN ACCESS SHARE MODE")  # a long reader
+        q = make_queue(durable=False)
+        other.rollback()
+    assert f"pgq_message_r{top}" not in {p.name for p in partitions.list_partitions("pgq_message")}
+    msg_id = pgq.send(q, "early")
+    assert _persistence(msg_id) == "p"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW lock_timeout")
+        assert cursor.fetchone()[0] == "0"  # the timeout went back with the savepoint
+
+    partitions.run_maintenance()
+
+    assert _persistence(msg_id) == "u"
+    assert pgq.read(q, vt=30)[0].msg_id == msg_id
