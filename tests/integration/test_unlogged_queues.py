@@ -360,3 +360,31 @@ def test_a_busy_message_table_does_not_hold_up_create_queue_and_upkeep_catches_u
 
     assert _persistence(msg_id) == "u"
     assert pgq.read(q, vt=30)[0].msg_id == msg_id
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_relaxed_commit_of_a_non_durable_send_never_outlives_its_own_transaction(
+    make_queue,
+):
+    """A send that is its own transaction into a non-durable queue commits without waiting
+    for the WAL flush; a send inside the caller's transaction must leave the caller's commit
+    as it was, and nothing carries over to the next transaction."""
+    from django.db import transaction
+
+    durable, transient = make_queue(), make_queue(durable=False)
+
+    def setting() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            return str(cursor.fetchone()[0])
+
+    assert pgq.send(transient, "own transaction") and setting() == "on"
+    with transaction.atomic():
+        pgq.send_batch(transient, ["inside", "the caller's"])
+        pgq.send(durable, "its own rows")
+        assert setting() == "on"
+    assert [m.message for m in pgq.read(transient, qty=5)] == [
+        "own transaction",
+        "inside",
+        "the caller's",
+    ]
