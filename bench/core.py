@@ -107,10 +107,14 @@ d AS (
 SELECT (SELECT id FROM q), ARRAY(SELECT msg_id FROM d ORDER BY msg_id)
 """
 
-# Fast untimed fill of a pgq_django queue: INSERT … SELECT generate_series.
+# Fast untimed fill of a pgq_django queue: INSERT … SELECT generate_series, ids from the
+# queue's own id space (a non-durable queue's are in its UNLOGGED ranges).
 PGQ_FILL = """
-INSERT INTO pgq_message (queue_id, message, priority, read_ct, enqueued_at, vt, expires_at)
-SELECT q.id, %(body)s::jsonb, 0, 0, clock_timestamp(), clock_timestamp(),
+INSERT INTO pgq_message (msg_id, queue_id, message, priority, read_ct, enqueued_at, vt,
+                         expires_at)
+SELECT CASE WHEN q.durable THEN nextval('pgq_message_msg_id_seq')
+            ELSE nextval('pgq_message_transient_id_seq') END,
+       q.id, %(body)s::jsonb, 0, 0, clock_timestamp(), clock_timestamp(),
        clock_timestamp() + make_interval(secs => q.retention)
 FROM pgq_queue q, generate_series(1, %(n)s)
 WHERE q.name = %(queue)s
