@@ -270,8 +270,8 @@ MAX_PREMAKE = 100
 def premake_partitions(premake: int | None = None, *, dry_run: bool = False) -> list[str]:
     """Make sure ranges reach ``premake`` partition widths past the sequence; returns actions.
 
-    Each id space against its own sequence; the non-durable one gets ``premake`` ranges
-    while a non-durable queue exists and at most one otherwise. ``premake`` is at most
+    Each id space against its own sequence; the non-durable one only while a non-durable
+    queue exists. ``premake`` is at most
     :data:`MAX_PREMAKE` (InvalidArgument otherwise, nothing made).
     """
     return list(_premake(premake, dry_run=dry_run))
@@ -294,10 +294,10 @@ def ensure_transient_ranges(lock_timeout_ms: int = 1000) -> list[str]:
 
     Called by ``create_queue(durable=False)`` in its transaction, so that the queue's first
     messages land in an UNLOGGED range rather than in the (logged) default partition. Cheap
-    when the ranges exist (one catalog query). Creating a partition locks ``pgq_message``
-    exclusively; when that waits longer than ``lock_timeout_ms`` nothing is made (the
-    savepoint rolls back, with the timeout setting) and the next upkeep run makes them and
-    moves any message that landed in the default meanwhile into them.
+    when the ranges exist (a sequence read and a catalog query). Creating a partition locks
+    ``pgq_message`` exclusively; when that waits longer than ``lock_timeout_ms`` nothing is
+    made (the savepoint rolls back, with the timeout setting) and the next upkeep run makes
+    them and moves any message that landed in the default meanwhile into them.
     """
     size = int(settings.PARTITION_SIZE)
     position = sequence_position(TRANSIENT)
