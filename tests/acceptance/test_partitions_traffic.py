@@ -45,8 +45,10 @@ def saved_layout(transactional_db: Any) -> Iterator[None]:
                     if part not in before:
                         cursor.execute(f'DROP TABLE "{part.name}"')
                 now = set(partitions.list_partitions(table))
+                # Empty unlogged ranges that earlier tests' non-durable queues left behind
+                # are upkeep's to drop (no such queue is left); they are not recreated.
                 for part in before:
-                    if part not in now:
+                    if part not in now and partitions.space_of(part.lower) is partitions.DURABLE:
                         cursor.execute(
                             f'CREATE TABLE "{part.name}" PARTITION OF "{table}" '
                             f"FOR VALUES FROM ({part.lower}) TO ({part.upper})"
@@ -159,7 +161,13 @@ def test_messages_flow_while_two_upkeep_loops_make_and_drop_ranges(tiny_ranges, 
         for a in actions
         if a.startswith(("create pgq_message_r", "repair pgq_message_default"))
     ]
-    dropped = [a.split(" ", 1)[1] for a in actions if a.startswith("drop pgq_message_r")]
+    # (Upkeep also drops the empty unlogged ranges earlier tests' non-durable queues left.)
+    dropped = [
+        a.split(" ", 1)[1]
+        for a in actions
+        if a.startswith("drop pgq_message_r")
+        and partitions.space_of(int(a.split("[")[1].split(",")[0])) is partitions.DURABLE
+    ]
     # Ranges were made (ahead of the sequence, or around rows that outran it) and drained
     # ones dropped while the traffic ran; each once, though two loops raced for every one.
     assert len(made) >= 2 and len(dropped) >= 1, actions
