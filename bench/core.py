@@ -18,7 +18,13 @@ pgq_django-only checks: read latency with 1,000,000 messages backlogged vs 10,00
 wake-up latency of ``read_with_poll`` (a send commits in one process, a waiting
 ``read_with_poll`` returns in another), with PGMQ's polling ``read_with_poll`` for reference.
 
-Run: ``python -m bench.core`` (``--quick`` for a smoke run, ``--rounds N``, ``--only CASE``).
+With ``--unlogged`` the throughput cases compare durability instead: pgq_django on a durable
+queue and on a non-durable one (``create_queue(durable=False)``, UNLOGGED ranges), and PGMQ's
+logged queue (``pgmq.create``) and unlogged one (``pgmq.create_unlogged``); hand SQL, the
+backlog and the wake-ups are left out.
+
+Run: ``python -m bench.core`` (``--quick`` for a smoke run, ``--rounds N``, ``--only CASE``,
+``--unlogged``).
 """
 
 from __future__ import annotations
@@ -101,10 +107,14 @@ d AS (
 SELECT (SELECT id FROM q), ARRAY(SELECT msg_id FROM d ORDER BY msg_id)
 """
 
-# Fast untimed fill of a pgq_django queue: INSERT … SELECT generate_series.
+# Fast untimed fill of a pgq_django queue: INSERT … SELECT generate_series, ids from the
+# queue's own id space (a non-durable queue's are in its UNLOGGED ranges).
 PGQ_FILL = """
-INSERT INTO pgq_message (queue_id, message, priority, read_ct, enqueued_at, vt, expires_at)
-SELECT q.id, %(body)s::jsonb, 0, 0, clock_timestamp(), clock_timestamp(),
+INSERT INTO pgq_message (msg_id, queue_id, message, priority, read_ct, enqueued_at, vt,
+                         expires_at)
+SELECT CASE WHEN q.durable THEN nextval('pgq_message_msg_id_seq')
+            ELSE nextval('pgq_message_transient_id_seq') END,
+       q.id, %(body)s::jsonb, 0, 0, clock_timestamp(), clock_timestamp(),
        clock_timestamp() + make_interval(secs => q.retention)
 FROM pgq_queue q, generate_series(1, %(n)s)
 WHERE q.name = %(queue)s
@@ -239,7 +249,33 @@ class Pgmq(Contender):
         self.conn.execute(sql, [self.queue, refs]).fetchall()
 
 
+class PgqUnlogged(Pgq):
+    """pgq_django's public API on a non-durable queue (``durable=False``)."""
+
+    name = "pgq_unlogged"
+    label = "pgq_django unlogged"
+
+
+class PgmqUnlogged(Pgmq):
+    """PGMQ's SQL functions on a queue made by ``pgmq.create_unlogged``."""
+
+    name = "pgmq_unlogged"
+    label = "PGMQ unlogged"
+
+
 CONTENDERS: dict[str, type[Contender]] = {"pgq": Pgq, "hand": Hand, "pgmq": Pgmq}
+# --unlogged: durable and non-durable queues of each, side by side.
+UNLOGGED_CONTENDERS: dict[str, type[Contender]] = {
+    "pgq": Pgq,
+    "pgq_unlogged": PgqUnlogged,
+    "pgmq": Pgmq,
+    "pgmq_unlogged": PgmqUnlogged,
+}
+ALL_CONTENDERS = {**CONTENDERS, **UNLOGGED_CONTENDERS}
+
+
+def _is_pgmq(name: str) -> bool:
+    return name.startswith("pgmq")
 
 
 def queue_for(name: str) -> str:
@@ -247,7 +283,7 @@ def queue_for(name: str) -> str:
 
 
 def make(name: str) -> Contender:
-    return CONTENDERS[name](queue_for(name))
+    return ALL_CONTENDERS[name](queue_for(name))
 
 
 # -- queues: set-up, fill, reset (never timed) ------------------------------------------------
@@ -266,28 +302,34 @@ def install_pgmq(conn: Any) -> str:
     return f"SQL-only install {get_embedded_sql_version()} (pgmq package)"
 
 
-def create_queues(admin: Any) -> None:
+def create_queues(admin: Any, names: Sequence[str] = tuple(CONTENDERS)) -> None:
     import pgq_django as pgq
 
-    for name in ("pgq", "hand"):
-        pgq.drop_queue(queue_for(name))
-        pgq.create_queue(queue_for(name))
-    admin.execute("SELECT pgmq.create(%s)", [queue_for("pgmq")])
+    for name in names:
+        if name == "pgmq":
+            admin.execute("SELECT pgmq.create(%s)", [queue_for(name)])
+        elif name == "pgmq_unlogged":
+            admin.execute("SELECT pgmq.create_unlogged(%s)", [queue_for(name)])
+        else:
+            pgq.drop_queue(queue_for(name))
+            pgq.create_queue(queue_for(name), durable=name != "pgq_unlogged")
 
 
-def drop_queues(admin: Any) -> None:
+def drop_queues(admin: Any, names: Sequence[str] = tuple(CONTENDERS)) -> None:
     import pgq_django as pgq
 
-    for name in ("pgq", "hand"):
-        pgq.drop_queue(queue_for(name))
-    admin.execute("SELECT pgmq.drop_queue(%s)", [queue_for("pgmq")])
+    for name in names:
+        if _is_pgmq(name):
+            admin.execute("SELECT pgmq.drop_queue(%s)", [queue_for(name)])
+        else:
+            pgq.drop_queue(queue_for(name))
 
 
 def reset(admin: Any, name: str, fill: int = 0) -> None:
     """Empty a contender's queue, prefill ``fill`` messages, vacuum and analyze its table."""
     queue = queue_for(name)
     body = json.dumps(BODY)
-    if name == "pgmq":
+    if _is_pgmq(name):
         admin.execute("SELECT pgmq.purge_queue(%s)", [queue])
         if fill:
             admin.execute(
@@ -349,7 +391,7 @@ def drain(contender: Contender, qty: int) -> int:
 
 def _drainer(name: str, qty: int) -> Callable[[], int]:
     """Run in a consumer process: connect and warm up, then hand back the drain to time."""
-    if name == "pgq":
+    if name.startswith("pgq"):
         from django.db import connections
 
         connections["default"].ensure_connection()
@@ -402,6 +444,43 @@ def run_cases(
     for name in names:
         reset(admin, name)
     return results
+
+
+# -- WAL written per message (--unlogged) ------------------------------------------------------
+
+WAL_LSN = "SELECT pg_current_wal_insert_lsn()"
+WAL_DIFF = "SELECT pg_wal_lsn_diff(%s, %s)"
+
+
+def wal_per_message(
+    admin: Any, names: Sequence[str], rounds: int, quick: bool
+) -> dict[str, dict[str, float]]:
+    """WAL bytes each contender writes per message sent and per message read and deleted
+    (single calls), median of ``rounds``: independent of the machine's load, unlike time.
+    The WAL position is the cluster's, so whatever else writes meanwhile counts too."""
+    n = 20 if quick else 200
+    contenders = {name: make(name) for name in names}
+    samples: dict[str, dict[str, list[float]]] = {
+        name: {"send": [], "read_delete": []} for name in names
+    }
+    for _ in range(rounds):
+        for name, contender in contenders.items():
+            reset(admin, name)
+            start = admin.execute(WAL_LSN).fetchone()[0]
+            for _ in range(n):
+                contender.send(BODY)
+            sent = admin.execute(WAL_LSN).fetchone()[0]
+            if drain(contender, 1) != n:
+                raise RuntimeError(f"{contender.label} lost messages in the WAL check")
+            done = admin.execute(WAL_LSN).fetchone()[0]
+            for key, (a, b) in (("send", (sent, start)), ("read_delete", (done, sent))):
+                samples[name][key].append(float(admin.execute(WAL_DIFF, [a, b]).fetchone()[0]) / n)
+    for name in names:
+        reset(admin, name)
+    return {
+        name: {key: common.median(values) for key, values in by_key.items()}
+        for name, by_key in samples.items()
+    }
 
 
 # -- backlog: read latency with 1,000,000 messages waiting vs 10,000 --------------------------
@@ -553,6 +632,57 @@ def ratio(values: dict[str, list[float]], a: str, b: str) -> float | None:
     return common.median(x / y for x, y in zip(values[a], values[b], strict=True))
 
 
+def report_unlogged(
+    results: dict[str, dict[str, list[float]]], wal: dict[str, dict[str, float]]
+) -> dict[str, Any]:
+    """The --unlogged tables: each system's non-durable queue against its durable one, and
+    pgq_django's non-durable queue against PGMQ's unlogged one; WAL bytes per message."""
+    rows = []
+    summary: dict[str, Any] = {}
+    pairs = {
+        "pgq_unlogged_vs_pgq": ("pgq_unlogged", "pgq"),
+        "pgmq_unlogged_vs_pgmq": ("pgmq_unlogged", "pgmq"),
+        "pgq_unlogged_vs_pgmq_unlogged": ("pgq_unlogged", "pgmq_unlogged"),
+        "pgq_vs_pgmq": ("pgq", "pgmq"),
+    }
+    for case in CASES:
+        if case.key not in results:
+            continue
+        med = {name: common.median(v) for name, v in results[case.key].items()}
+        ratios = {key: ratio(results[case.key], a, b) for key, (a, b) in pairs.items()}
+        summary[case.key] = {"median_msgs_per_s": med, **ratios}
+        rows.append(
+            [case.title]
+            + [common.fmt(med.get(name)) for name in UNLOGGED_CONTENDERS]
+            + [common.fmt(r) for r in ratios.values()]
+        )
+    common.print_table(
+        "Durable vs unlogged, messages/s (median of rounds); ratios = median of per-round ratios",
+        [
+            "case",
+            "pgq durable",
+            "pgq unlogged",
+            "PGMQ",
+            "PGMQ unlogged",
+            "pgq unl./pgq",
+            "PGMQ unl./PGMQ",
+            "pgq unl./PGMQ unl.",
+            "pgq/PGMQ",
+        ],
+        rows,
+    )
+    common.print_table(
+        "WAL bytes per message (single calls, median of rounds)",
+        ["operation", *(ALL_CONTENDERS[name].label for name in wal)],
+        [
+            [key.replace("_", "+"), *(common.fmt(wal[name][key]) for name in wal)]
+            for key in ("send", "read_delete")
+        ],
+    )
+    summary["wal_bytes_per_message"] = wal
+    return summary
+
+
 def report(
     results: dict[str, dict[str, list[float]]],
     backlog_result: dict[str, Any] | None,
@@ -653,20 +783,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     common.setup()
     admin = common.connect()
     pgmq_version = install_pgmq(admin)
-    create_queues(admin)
+    names = list(UNLOGGED_CONTENDERS if args.unlogged else CONTENDERS)
+    create_queues(admin, names)
     print(f"bench.core: {rounds} rounds per case; PGMQ: {pgmq_version}", flush=True)
     cases = [c for c in CASES if not only or c.key in only]
+    backlog_result = wake = None
+    wal: dict[str, dict[str, float]] = {}
     try:
-        results = run_cases(cases, rounds, args.quick, admin, list(CONTENDERS))
-        backlog_result = (
-            backlog(admin, rounds, args.quick) if not only or "backlog" in only else None
-        )
-        wake = wakeups(admin, args.quick) if not only or "wakeup" in only else None
+        results = run_cases(cases, rounds, args.quick, admin, names)
+        if args.unlogged:
+            print("  WAL bytes per message …", flush=True)
+            wal = wal_per_message(admin, names, rounds, args.quick)
+        else:
+            backlog_result = (
+                backlog(admin, rounds, args.quick) if not only or "backlog" in only else None
+            )
+            wake = wakeups(admin, args.quick) if not only or "wakeup" in only else None
     finally:
-        drop_queues(admin)
-    summary = report(results, backlog_result, wake)
+        drop_queues(admin, names)
+    summary = (
+        report_unlogged(results, wal) if args.unlogged else report(results, backlog_result, wake)
+    )
+    kind = "core-unlogged" if args.unlogged else "core"
     path = common.write_results(
-        "core-quick" if args.quick else "core",
+        f"{kind}-quick" if args.quick else kind,
         {
             "rounds": rounds,
             "quick": args.quick,
@@ -685,6 +825,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _extra_arguments(parser: Any) -> None:
     keys = [c.key for c in CASES] + ["backlog", "wakeup"]
     parser.add_argument("--only", action="append", choices=keys, help="run only these parts")
+    parser.add_argument(
+        "--unlogged",
+        action="store_true",
+        help="durable vs non-durable queues of pgq_django and PGMQ (throughput cases only)",
+    )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,18 @@ Both tables are ``PARTITION BY RANGE (msg_id)`` with a DEFAULT partition. One up
    index entries is emptied with ``TRUNCATE`` under its own ACCESS EXCLUSIVE lock: a queue
    that drained gives its disk back at once instead of when traffic fills the range.
 
+Two id spaces. Durable queues draw msg_ids from ``pgq_message_msg_id_seq`` (1 up to just
+below ``TRANSIENT_FIRST_ID``, 4 * 10**15); non-durable queues (``durable=False``) from
+``pgq_message_transient_id_seq`` (from there up to 2**53 - 1, still exact in JSON). The live
+ranges of the second space are UNLOGGED partitions of the same parent, the archive's are
+logged. Every step above works on each space against its own sequence (:data:`SPACES`): a
+range of the second space is never "ahead" of the durable sequence, nor passed by it. The
+second space has ranges only while a non-durable queue exists: ``create_queue(durable=False)``
+makes the first ones (:func:`ensure_transient_ranges`), premake keeps ``PARTITION_PREMAKE``
+ahead of its sequence while such a queue exists, and the drop step removes its empty live
+ranges once none does. So a project that never makes one has no UNLOGGED table, and a hot
+standby (where PostgreSQL refuses to open one) can still scan ``pgq_message``.
+
 Safety. Only one run changes anything at a time: each holds an advisory lock and a second
 run that finds it taken does nothing (two leaders for a moment, or the command run beside a
 worker). The lock is transaction-scoped, held in a transaction of a connection of its own
@@ -48,6 +60,12 @@ from psycopg import sql
 from . import db
 from .conf import settings
 from .sql import partitions as statements
+from .sql.fragments import (
+    LAST_MSG_ID,
+    MSG_ID_SEQUENCE,
+    TRANSIENT_FIRST_ID,
+    TRANSIENT_MSG_ID_SEQUENCE,
+)
 
 MESSAGE_TABLE = "pgq_message"
 ARCHIVE_TABLE = "pgq_archived_message"
@@ -61,6 +79,29 @@ class Partition:
     name: str
     lower: int
     upper: int  # exclusive
+
+
+@dataclass(frozen=True)
+class IdSpace:
+    """The msg_ids one sequence hands out: ``[first, end)``, in ranges of one persistence."""
+
+    name: str
+    first: int
+    end: int  # exclusive
+    sequence: str
+    unlogged: bool  # its live ranges are UNLOGGED (the archive's are always logged)
+
+
+DURABLE = IdSpace("durable", 1, TRANSIENT_FIRST_ID, MSG_ID_SEQUENCE, unlogged=False)
+TRANSIENT = IdSpace(
+    "transient", TRANSIENT_FIRST_ID, LAST_MSG_ID + 1, TRANSIENT_MSG_ID_SEQUENCE, unlogged=True
+)
+SPACES = (DURABLE, TRANSIENT)
+
+
+def space_of(msg_id: int) -> IdSpace:
+    """The id space ``msg_id`` (or a range starting there) belongs to."""
+    return TRANSIENT if msg_id >= TRANSIENT_FIRST_ID else DURABLE
 
 
 # The statements run through the one runner (pgq_django.db) on the queue database, never
@@ -82,33 +123,49 @@ def _run(statement: str | sql.Composable, params: Any = None) -> int:
     return db.run_rowcount(statement, params, prepare=False)
 
 
-def list_partitions(table: str) -> list[Partition]:
+def list_partitions(table: str, space: IdSpace | None = None) -> list[Partition]:
+    """The range partitions of ``table``, lowest first; only those of ``space`` if given."""
     rows = _all(statements.LIST_PARTITIONS, [table])
     found = []
     for name, bound in rows:
         match = _BOUND.search(bound or "")
         if match:  # the DEFAULT partition has no range
-            found.append(Partition(table, name, int(match.group(1)), int(match.group(2))))
+            part = Partition(table, name, int(match.group(1)), int(match.group(2)))
+            if space is None or space_of(part.lower) is space:
+                found.append(part)
     return sorted(found, key=lambda p: p.lower)
 
 
-def sequence_position() -> int:
-    return int(_one(statements.SEQUENCE_POSITION)[0])
+def sequence_position(space: IdSpace = DURABLE) -> int:
+    """The highest msg_id of ``space`` handed out so far (one below its first before any)."""
+    statement = statements.SEQUENCE_POSITION.format(sequence=sql.Identifier(space.sequence))
+    return int(_one(statement)[0])
 
 
 def _default(table: str) -> sql.Identifier:
     return sql.Identifier(f"{table}_default")
 
 
-def _default_max_id(table: str) -> int:
-    """The highest id sitting in the default partition (ranges must start above it)."""
-    return int(_one(statements.DEFAULT_MAX_ID.format(partition=_default(table)))[0])
+def _default_max_id(table: str, space: IdSpace) -> int:
+    """The highest id of ``space`` in the default partition (its ranges must start above)."""
+    statement = statements.DEFAULT_MAX_ID.format(partition=_default(table))
+    found = _one(statement, [space.first, space.end])[0]
+    return space.first - 1 if found is None else int(found)
+
+
+def _transient_queues_exist() -> bool:
+    from .models import Queue
+
+    return Queue.objects.using(settings.DATABASE).filter(durable=False).exists()
 
 
 def _lock_timeout(lock_timeout_ms: int) -> None:
     """In the current transaction: wait at most this long for any lock."""
-    timeout = sql.Literal(f"{lock_timeout_ms}ms")
-    _run(statements.SET_LOCK_TIMEOUT.format(timeout=timeout))
+    _set_lock_timeout(f"{lock_timeout_ms}ms")
+
+
+def _set_lock_timeout(value: str) -> None:
+    _run(statements.SET_LOCK_TIMEOUT.format(timeout=sql.Literal(value)))
 
 
 def _exclusive(table: str, lock_timeout_ms: int) -> None:
@@ -180,9 +237,19 @@ def tune_live_partitions(*, dry_run: bool = False) -> list[str]:
     return actions
 
 
+def _unlogged(table: str, lower: int) -> bool:
+    """Whether a range of ``table`` starting at ``lower`` is UNLOGGED (live, second space)."""
+    return table == MESSAGE_TABLE and space_of(lower).unlogged
+
+
 def _create(table: str, lower: int, upper: int) -> str:
     name = f"{table}_r{lower}"
-    statement = statements.CREATE_PARTITION.format(
+    create = (
+        statements.CREATE_UNLOGGED_PARTITION
+        if _unlogged(table, lower)
+        else statements.CREATE_PARTITION
+    )
+    statement = create.format(
         partition=sql.Identifier(name),
         table=sql.Identifier(table),
         lower=sql.Literal(lower),
@@ -203,7 +270,9 @@ MAX_PREMAKE = 100
 def premake_partitions(premake: int | None = None, *, dry_run: bool = False) -> list[str]:
     """Make sure ranges reach ``premake`` partition widths past the sequence; returns actions.
 
-    ``premake`` is at most :data:`MAX_PREMAKE` (InvalidArgument otherwise, nothing made).
+    Each id space against its own sequence; the non-durable one only while a non-durable
+    queue exists. ``premake`` is at most
+    :data:`MAX_PREMAKE` (InvalidArgument otherwise, nothing made).
     """
     return list(_premake(premake, dry_run=dry_run))
 
@@ -214,13 +283,55 @@ def _premake(premake: int | None, *, dry_run: bool) -> Iterator[str]:
     size = int(settings.PARTITION_SIZE)
     ahead = settings.PARTITION_PREMAKE if premake is None else premake
     ahead = integer(ahead, "premake", minimum=0, maximum=MAX_PREMAKE)
-    target = sequence_position() + ahead * size
+    for space in SPACES:
+        if space is TRANSIENT and not _transient_queues_exist():
+            continue
+        yield from _premake_space(space, sequence_position(space), ahead, size, dry_run)
+
+
+def ensure_transient_ranges(lock_timeout_ms: int = 1000) -> list[str]:
+    """Make the ranges of the non-durable id space that its next ids need, if missing.
+
+    Called by ``create_queue(durable=False)`` in its transaction, so that the queue's first
+    messages land in an UNLOGGED range rather than in the (logged) default partition. Cheap
+    when the ranges exist (a sequence read and a catalog query). Creating a partition locks
+    ``pgq_message`` exclusively; when that waits longer than ``lock_timeout_ms`` nothing is
+    made (the savepoint rolls back, with the timeout setting) and the next upkeep run makes
+    them and moves any message that landed in the default meanwhile into them.
+    """
+    size = int(settings.PARTITION_SIZE)
+    position = sequence_position(TRANSIENT)
+    if any(p.lower <= position + 1 < p.upper for p in list_partitions(MESSAGE_TABLE, TRANSIENT)):
+        return []
+    try:
+        with transaction.atomic(using=settings.DATABASE):
+            previous = _one(statements.SHOW_LOCK_TIMEOUT)[0]
+            _lock_timeout(lock_timeout_ms)
+            actions = list(_premake_space(TRANSIENT, position, 1, size, dry_run=False))
+            _set_lock_timeout(previous)
+            return actions
+    except OperationalError:  # lock_timeout: pgq_message is busy; upkeep makes them later
+        return []
+
+
+def _premake_space(
+    space: IdSpace, position: int, ahead: int, size: int, dry_run: bool
+) -> Iterator[str]:
+    """Ranges of ``space`` in each table, from the last one up to the one holding
+    ``position + ahead * size``. In the non-durable space, whose ranges may all have been
+    dropped while its sequence stood still, they start no lower than the grid slot of the
+    next id: the ids below are handed out already."""
+    target = position + ahead * size
+    floor = space.first
+    if space is TRANSIENT:
+        floor += (position + 1 - space.first) // size * size
     for table in TABLES:
-        existing = list_partitions(table)
-        lower = max([p.upper for p in existing] + [_default_max_id(table) + 1, 1])
-        while lower <= target:
-            upper = lower + size
+        existing = list_partitions(table, space)
+        lower = max([p.upper for p in existing] + [_default_max_id(table, space) + 1, floor])
+        while lower <= target and lower < space.end:
+            upper = min(lower + size, space.end)
             name = f"{table}_r{lower}"
+            kind = " unlogged" if _unlogged(table, lower) else ""
             if not dry_run:
                 try:
                     with transaction.atomic(using=settings.DATABASE):
@@ -231,19 +342,27 @@ def _premake(premake: int | None, *, dry_run: bool) -> Iterator[str]:
                     # The next run's repair gives them a range; premaking goes on from there.
                     yield f"skip create {name} [{lower}, {upper}): rows arrived in the default"
                     break
-            yield f"create {name} [{lower}, {upper})"
+            yield f"create {name} [{lower}, {upper}){kind}"
             lower = upper
 
 
 # -- repair ----------------------------------------------------------------------------------
 
 
-def repair_slot(msg_id: int, ranges: list[tuple[int, int]], size: int) -> tuple[int, int]:
+def repair_slot(
+    msg_id: int,
+    ranges: list[tuple[int, int]],
+    size: int,
+    *,
+    first: int = 1,
+    end: int | None = None,
+) -> tuple[int, int]:
     """The range a new partition for ``msg_id`` should cover, between the existing ones.
 
     It sits on the grid of ``size``-wide steps that continues from the nearest range below
-    (or, with none below, back from the nearest above), clipped to the gap it is in. Pure
-    arithmetic on the ranges given, so it is tested on its own (tests/unit).
+    (or, with none below, back from the nearest above; with neither, from ``first``),
+    clipped to the gap it is in and to the id space ``[first, end)``. Pure arithmetic on the
+    ranges given, so it is tested on its own (tests/unit).
     """
     below = max((u for _, u in ranges if u <= msg_id), default=None)
     above = min((lo for lo, _ in ranges if lo > msg_id), default=None)
@@ -254,12 +373,15 @@ def repair_slot(msg_id: int, ranges: list[tuple[int, int]], size: int) -> tuple[
         upper = above - (above - 1 - msg_id) // size * size
         lower = upper - size
     else:
-        lower = 1 + (msg_id - 1) // size * size
+        lower = first + (msg_id - first) // size * size
         upper = lower + size
     if above is not None:
         upper = min(upper, above)
     if below is not None:
         lower = max(lower, below)
+    lower = max(lower, first)
+    if end is not None:
+        upper = min(upper, end)
     return lower, upper
 
 
@@ -274,7 +396,9 @@ def plan_repair(table: str) -> list[tuple[int, int, int]]:
         found = _one(statements.DEFAULT_NEXT_ID.format(partition=default), [start])[0]
         if found is None:
             return planned
-        lower, upper = repair_slot(int(found), ranges, size)
+        space = space_of(int(found))
+        same = [r for r in ranges if space_of(r[0]) is space]
+        lower, upper = repair_slot(int(found), same, size, first=space.first, end=space.end)
         rows = int(_one(statements.COUNT_RANGE.format(partition=default), [lower, upper])[0])
         planned.append((lower, upper, rows))
         ranges.append((lower, upper))
@@ -382,6 +506,12 @@ def _droppable(part: Partition) -> tuple[bool, str]:
     return (False, "holds messages") if _has_rows(part.name) else (True, "")
 
 
+def _unused_transient(part: Partition) -> bool:
+    """An UNLOGGED live range with no non-durable queue left to fill it: it may go now, like
+    a passed one (no UNLOGGED table stays behind the last non-durable queue)."""
+    return _unlogged(part.table, part.lower) and not _transient_queues_exist()
+
+
 def _has_rows(name: str) -> bool:
     return bool(_one(statements.PARTITION_HAS_ROWS.format(partition=sql.Identifier(name)))[0])
 
@@ -398,6 +528,10 @@ def _drop(part: Partition, lock_timeout_ms: int) -> bool:
             _exclusive(part.table, lock_timeout_ms)
             if not _droppable(part)[0]:
                 return False
+            if part.upper - 1 > sequence_position(space_of(part.lower)) and not (
+                _unused_transient(part)
+            ):
+                return False
             _run(statements.DROP_PARTITION.format(partition=sql.Identifier(part.name)))
             return True
     except OperationalError:  # lock_timeout: the queue is busy; try at the next run
@@ -408,17 +542,22 @@ def drop_drained_partitions(*, dry_run: bool = False, lock_timeout_ms: int = 100
     """Drop ranges whose ids are all handed out and that hold no rows; returns actions.
 
     A live range goes first; its archive range follows once it is empty or wholly past
-    retention. The range the sequence is in (and any ahead of it) is always kept.
+    retention. The range the sequence is in (and any ahead of it) is kept, except the empty
+    UNLOGGED ranges of the non-durable space once no non-durable queue exists.
     """
     return list(_drops(dry_run=dry_run, lock_timeout_ms=lock_timeout_ms))
 
 
+def _positions() -> dict[IdSpace, int]:
+    return {space: sequence_position(space) for space in SPACES}
+
+
 def _drops(*, dry_run: bool, lock_timeout_ms: int) -> Iterator[str]:
-    position = sequence_position()
+    positions = _positions()
     live_lowers = {p.lower for p in list_partitions(MESSAGE_TABLE)}
     for table in TABLES:
         for part in list_partitions(table):
-            if part.upper - 1 > position:
+            if part.upper - 1 > positions[space_of(part.lower)] and not _unused_transient(part):
                 continue
             if table == ARCHIVE_TABLE and part.lower in live_lowers:
                 continue
@@ -484,11 +623,11 @@ def reclaim_drained_partitions(*, dry_run: bool = False, lock_timeout_ms: int = 
 
 
 def _reclaims(*, dry_run: bool, lock_timeout_ms: int) -> Iterator[str]:
-    position = sequence_position()
+    positions = _positions()
     candidates = [
         (p.name, f" [{p.lower}, {p.upper})")
         for p in list_partitions(MESSAGE_TABLE)
-        if p.upper - 1 > position
+        if p.upper - 1 > positions[space_of(p.lower)]
     ]
     candidates.append((f"{MESSAGE_TABLE}_default", ""))
     for name, bounds in candidates:

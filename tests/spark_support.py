@@ -50,10 +50,10 @@ def spread_over_partitions() -> list[str]:
     no range exists: the default partition. Ids then have gaps between three partitions.
     Returns the partitions made.
     """
-    from pgq_django.partitions import list_partitions
+    from pgq_django.partitions import DURABLE, list_partitions
 
     tables = ("pgq_message", "pgq_archived_message")
-    tops = [p.upper for t in tables for p in list_partitions(t)]
+    tops = [p.upper for t in tables for p in list_partitions(t, DURABLE)]
     newest = max(sql_rows(f"SELECT coalesce(max(msg_id), 0) FROM {t}")[0][0] for t in tables)
     span = max(10_000_000, newest + 1)  # every moved id fits in the new range
     lower = max([20_000_000, newest + 1, *tops])

@@ -86,12 +86,12 @@ class QueueAdmin(QueuePagesMixin, WithoutBulkDelete, admin.ModelAdmin):
     )
     list_display_links = ("name",)
     search_fields = ("name",)
-    list_filter = ("paused", "fifo")
+    list_filter = ("paused", "fifo", "durable")
     inlines = (QueueGrantInline, QueueBindingInline)
     actions = ("purge_selected", "redrive_selected", "pause_selected", "resume_selected")
     change_list_template = "pgq_django/admin/queue_change_list.html"
     fieldsets = (
-        (None, {"fields": ("name", "owner", "paused", "fifo")}),
+        (None, {"fields": ("name", "owner", "paused", "fifo", "durable")}),
         (
             "Delivery",
             {
@@ -145,6 +145,8 @@ class QueueAdmin(QueuePagesMixin, WithoutBulkDelete, admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         fields: tuple[str, ...] = ("name", "paused") if obj is not None else ("paused",)
+        if obj is not None:  # fixed when the queue is created
+            fields += ("fifo", "durable")
         if not is_superuser(request):
             fields += _SUPERUSER_FIELDS
         return fields
@@ -224,7 +226,8 @@ class QueueAdmin(QueuePagesMixin, WithoutBulkDelete, admin.ModelAdmin):
 
     @admin.display(description="state")
     def state(self, obj: Queue) -> str:
-        return "paused" if obj.paused else "active"
+        state = "paused" if obj.paused else "active"
+        return state if obj.durable else f"{state}, unlogged"
 
     @admin.display(description="")
     def browse_link(self, obj: Queue) -> str:

@@ -121,6 +121,15 @@ QUEUE_SETTINGS: dict[str, QueueSetting] = {
             default=False,
         ),
         QueueSetting(
+            "durable",
+            "flag",
+            "Write the queue's live messages to the WAL, so they survive a crash (default). "
+            "False keeps them in UNLOGGED partitions, as PGMQ's unlogged queues: sends, reads "
+            "and acks write no WAL, but a crash or immediate shutdown empties the queue and "
+            "replicas never see its messages. Fixed when the queue is created.",
+            default=True,
+        ),
+        QueueSetting(
             "visibility_timeout",
             "seconds",
             "Seconds a read message stays hidden before it is delivered again.",

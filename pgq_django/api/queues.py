@@ -90,9 +90,15 @@ def create_queue(
     dead_letter_queue: QueueRef | None = None,
     max_message_size: int | None = None,
     archive_on_ack: bool = False,
+    durable: bool = True,
     **options: Any,
 ) -> Queue:
     """Create a queue; a name ending in ``.fifo`` makes a FIFO queue (as in SQS).
+
+    ``durable=False`` makes an unlogged queue (PGMQ's ``create_unlogged``): its live
+    messages are written to no WAL, which makes sends, reads and acks cheaper, and a crash
+    of PostgreSQL (or an immediate shutdown, or a failover to a replica) leaves it empty;
+    every durable queue keeps its messages. Archived messages are always durable.
 
     Any other setting of :data:`~pgq_django.api.queue_settings.QUEUE_SETTINGS` may be given
     by name (``max_length``, ``backoff_cap``, ``callback``, ``owner`` …). A setting not
@@ -112,13 +118,19 @@ def create_queue(
         "dead_letter_queue": dead_letter_queue,
         "max_message_size": max_message_size,
         "archive_on_ack": archive_on_ack,
+        "durable": durable,
     }
     given = {key: value for key, value in named.items() if value is not None}
     fields = _queue_fields({**queue_setting_defaults(), **given, **options})
     fields["fifo"] = fields["fifo"] or name.endswith(".fifo")
     try:
         with transaction.atomic(using=_db()):
-            return Queue.objects.using(_db()).create(name=name, **fields)
+            queue = Queue.objects.using(_db()).create(name=name, **fields)
+            if not queue.durable:
+                from ..partitions import ensure_transient_ranges
+
+                ensure_transient_ranges()
+            return queue
     except IntegrityError:
         raise QueueAlreadyExists(f"Queue {name!r} already exists.", queue=name) from None
 
@@ -129,6 +141,7 @@ def alter_queue(name: QueueRef, **changes: Any) -> Queue:
     queue = get_queue(name)
     fields = _queue_fields(changes)
     _check_fifo_unchanged(queue, fields)
+    _check_durability_unchanged(queue, fields)
     with transaction.atomic(using=_db()):
         dlq = fields.get("dead_letter_queue")
         if dlq is not None:
@@ -152,6 +165,22 @@ def _check_fifo_unchanged(queue: Queue, fields: dict[str, Any]) -> None:
             f"Queue {queue.name!r} is {kind} queue, and a queue's kind cannot change after "
             "it is created; create a new queue instead.",
             field="fifo",
+        )
+
+
+def _check_durability_unchanged(queue: Queue, fields: dict[str, Any]) -> None:
+    """``durable`` is fixed when the queue is created, as in PGMQ.
+
+    A queue's messages live in the id space of its durability (logged or UNLOGGED ranges of
+    the message table); changing the flag would leave the messages already sent where they
+    are, so the queue would be half one and half the other.
+    """
+    if "durable" in fields and fields["durable"] != queue.durable:
+        kind = "durable" if queue.durable else "not durable (unlogged)"
+        raise InvalidArgument(
+            f"Queue {queue.name!r} is {kind}, and a queue's durability cannot change after it "
+            "is created; create a new queue instead and move the messages.",
+            field="durable",
         )
 
 

@@ -41,6 +41,13 @@ class Queue(models.Model):
     max_message_size = models.PositiveIntegerField(default=1024 * 1024)
     max_length = models.PositiveBigIntegerField(null=True, blank=True)
     archive_on_ack = models.BooleanField(default=False)
+    durable = models.BooleanField(
+        default=True,
+        db_default=True,
+        help_text="Whether the queue's live messages are WAL-logged (crash-safe). A "
+        "non-durable queue keeps them in UNLOGGED partitions: faster sends and acks, emptied "
+        "by a crash. Fixed when the queue is created.",
+    )
     # SQS queue settings with no pgq meaning of their own (the SQS endpoint reads them).
     content_based_deduplication = models.BooleanField(
         default=False,

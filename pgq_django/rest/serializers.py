@@ -221,6 +221,7 @@ QUEUE_FIELDS = {
     "message_retention_seconds": "retention",
     "delivery_delay_seconds": "delivery_delay",
     "fifo": "fifo",
+    "durable": "durable",
     "max_retries": "max_retries",
     "retry_delay": "retry_delay",
     "backoff": "backoff",
@@ -273,6 +274,7 @@ class QueueCreateIn(QueueUpdateIn):
 
     id = Name(help_text="The queue's name.")
     fifo = _queue_setting_field("fifo")
+    durable = _queue_setting_field("durable")
 
 
 class MessageIn(Strict):
@@ -350,6 +352,7 @@ def queue_json(q: Any) -> dict[str, Any]:
         "message_retention_seconds": seconds_json(q.retention),
         "delivery_delay_seconds": seconds_json(q.delivery_delay),
         "fifo": q.fifo,
+        "durable": q.durable,
         "max_retries": q.max_retries,
         "retry_delay": seconds_json(q.retry_delay),
         "backoff": q.backoff,
@@ -402,6 +405,7 @@ class QueueOut(serializers.Serializer):
     message_retention_seconds = Seconds()
     delivery_delay_seconds = Seconds()
     fifo = serializers.BooleanField()
+    durable = serializers.BooleanField()
     max_retries = serializers.IntegerField()
     retry_delay = Seconds()
     backoff = serializers.CharField()

@@ -11,7 +11,6 @@ from .fragments import (
     HAS_ROOM,
     M_COLS,
     MESSAGE_COLUMNS,
-    NEXT_MSG_ID,
     archive_rows,
     claim_dedup,
     count_one,
@@ -19,6 +18,7 @@ from .fragments import (
     counted,
     dead_letter_set,
     insert_messages,
+    next_msg_id,
 )
 
 # -- send_deduplicated -- Send one message unless its dedup_id was used in the last window
@@ -27,12 +27,12 @@ from .fragments import (
 # msg_id answers the first send's id.
 SEND_DEDUPLICATED = f"""
 WITH q AS (
-    SELECT id, name, delivery_delay, retention, max_length FROM pgq_queue
+    SELECT id, name, durable, delivery_delay, retention, max_length FROM pgq_queue
     WHERE name = %(queue)s AND max_message_size >= %(size)s
 ), room AS (
     SELECT q.* FROM q WHERE {HAS_ROOM.format(q="q", n="1")}
 ), new AS MATERIALIZED (
-    SELECT {NEXT_MSG_ID} AS msg_id FROM room
+    SELECT {next_msg_id("room")} AS msg_id FROM room
 ), claim AS (
     {claim_dedup(queue_id="q.id", rows="room q, new", returning="msg_id")}
 ), ins AS (

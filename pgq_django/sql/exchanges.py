@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from .fragments import (
     HAS_ROOM,
-    NEXT_MSG_ID,
     claim_dedup,
     count_per_queue,
     counted,
     insert_messages,
+    next_msg_id,
 )
 
 # The queues a published message routes to (``matched``), the first of them too small for
@@ -24,7 +24,7 @@ _ROUTE = f"""
     x AS (
     SELECT id, type FROM pgq_exchange WHERE name = %(exchange)s
 ), matched AS (
-    SELECT DISTINCT q.id, q.name, q.delivery_delay, q.retention, q.max_message_size,
+    SELECT DISTINCT q.id, q.name, q.durable, q.delivery_delay, q.retention, q.max_message_size,
                     q.max_length
     FROM x
     JOIN pgq_binding b ON b.exchange_id = x.id
@@ -50,7 +50,7 @@ _ROUTE = f"""
 
 def _copies(target: str, msg_id: str | None) -> str:
     """Insert one copy per row of ``target`` (queue columns as in ``matched``), in queue-name
-    order; msg_id from the column default, or ``msg_id`` when drawn early."""
+    order; msg_id drawn from each queue's id space, or ``msg_id`` when drawn early."""
     return f"""
     {insert_messages("t", "%(body)s::jsonb", msg_id=msg_id)}
     FROM {target} t
@@ -86,7 +86,7 @@ PUBLISH = f"""WITH {_ROUTE}, ins AS ({_copies("go", None)}){_published("ins")}""
 # (as a send would), so a repeat within the window inserts no copy in a queue that already
 # has one and answers that copy's msg_id. Queues that gained a binding since get theirs.
 PUBLISH_DEDUPLICATED = f"""WITH {_ROUTE}, new AS MATERIALIZED (
-    SELECT go.*, {NEXT_MSG_ID} AS msg_id FROM go
+    SELECT go.*, {next_msg_id("go")} AS msg_id FROM go
 ), claim AS (
     {claim_dedup(queue_id="new.id", rows="new", returning="queue_id, msg_id")}
 ), target AS (

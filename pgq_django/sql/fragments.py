@@ -7,10 +7,25 @@ modules are built from these at import time, so the text PostgreSQL prepares is 
 
 from __future__ import annotations
 
-# The one global msg_id sequence, and the expression that draws an id from it early (for
-# statements that must know a message's id before they insert it).
+# The two msg_id spaces. Durable queues draw ids from the first sequence, which stops below
+# TRANSIENT_FIRST_ID; non-durable queues (``durable=False``) draw them from the second, whose
+# ranges are UNLOGGED partitions of the same table (see pgq_django.partitions). Both stay
+# below 2**53, so every id is exact in JSON for REST clients.
 MSG_ID_SEQUENCE = "pgq_message_msg_id_seq"
-NEXT_MSG_ID = f"nextval('{MSG_ID_SEQUENCE}')"
+TRANSIENT_MSG_ID_SEQUENCE = "pgq_message_transient_id_seq"
+TRANSIENT_FIRST_ID = 4 * 10**15
+LAST_MSG_ID = 2**53 - 1
+
+
+def next_msg_id(queue: str) -> str:
+    """The expression that draws a new msg_id for a message of ``queue`` (a row source with
+    the queue's ``durable``): from the sequence of the queue's id space. CASE evaluates
+    only the branch it takes, so a send advances one sequence."""
+    return (
+        f"CASE WHEN {queue}.durable THEN nextval('{MSG_ID_SEQUENCE}') "
+        f"ELSE nextval('{TRANSIENT_MSG_ID_SEQUENCE}') END"
+    )
+
 
 # Columns shared by the live and the archive tables, in table order.
 MESSAGE_COLUMNS = (
@@ -46,17 +61,16 @@ HAS_ROOM = """({q}.max_length IS NULL OR {q}.max_length >= {n} + (
 def insert_messages(queue: str, body: str, *, msg_id: str | None = None) -> str:
     """``INSERT INTO pgq_message … SELECT`` of a new message into each row of ``queue``.
 
-    ``queue`` names a row source with the queue's ``id``, ``delivery_delay`` and
-    ``retention``; ``body`` is the jsonb body expression; the send options are the named
+    ``queue`` names a row source with the queue's ``id``, ``durable``, ``delivery_delay``
+    and ``retention``; ``body`` is the jsonb body expression; the send options are the named
     parameters every send takes (headers, attributes, label, priority, delay, expires_in,
     group, dedup_id, max_retries, retry_delay). ``msg_id`` is an id drawn beforehand (see
-    :data:`NEXT_MSG_ID`); without it the column default draws one. The caller adds the
-    ``FROM``, ordering and ``RETURNING``.
+    :func:`next_msg_id`); without it one is drawn here from the queue's id space (never the
+    column default, which knows only the durable space). The caller adds the ``FROM``,
+    ordering and ``RETURNING``.
     """
-    columns = MESSAGE_COLUMNS if msg_id else MESSAGE_COLUMNS[1:]
-    first = f"{msg_id}, " if msg_id else ""
-    return f"""INSERT INTO pgq_message ({", ".join(columns)})
-    SELECT {first}{queue}.id, {body}, %(headers)s::jsonb, %(attributes)s::jsonb, %(label)s,
+    return f"""INSERT INTO pgq_message ({COLS})
+    SELECT {msg_id or next_msg_id(queue)}, {queue}.id, {body}, %(headers)s::jsonb, %(attributes)s::jsonb, %(label)s,
            %(priority)s, 0, clock_timestamp(),
            clock_timestamp() + make_interval(secs => coalesce(%(delay)s, {queue}.delivery_delay)),
            clock_timestamp() + make_interval(secs => least({queue}.retention,

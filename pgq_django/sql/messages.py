@@ -20,9 +20,20 @@ from .fragments import (
     insert_messages,
 )
 
+# A send that is its own transaction into a non-durable queue commits without waiting for
+# the WAL flush. Its message row is UNLOGGED; the only WAL it writes is the foreign key
+# check's row lock on its queue (and, one send in 32, the sequence's), which alone would make
+# the commit wait for an fsync: a crash loses nothing the crash does not take anyway (the
+# message), and anything committed after it flushes its WAL too. Never inside the caller's
+# transaction, whose own writes must stay durable; set_config(..., true) ends with the commit.
+_RELAX_COMMIT = """,
+       (SELECT set_config('synchronous_commit', 'off', true) FROM room q
+        WHERE NOT q.durable) AS relaxed_commit"""
+
 
 def _send(counted_here: bool) -> str:
-    """SEND's text, with or without its 'sent' counter row (see SEND_UNCOUNTED)."""
+    """SEND's text: with its 'sent' counter row, or (a send that is its own transaction)
+    without it and with the relaxed commit of a non-durable queue (see SEND_UNCOUNTED)."""
     count = (
         f""", counted AS (
     {counted("SELECT q.id, 'sent', (SELECT count(*) FROM ins), clock_timestamp() FROM room q")}
@@ -30,9 +41,10 @@ def _send(counted_here: bool) -> str:
         if counted_here
         else ""
     )
+    relax = "" if counted_here else _RELAX_COMMIT
     return f"""
 WITH q AS (
-    SELECT id, name, delivery_delay, retention, max_length FROM pgq_queue
+    SELECT id, name, durable, delivery_delay, retention, max_length FROM pgq_queue
     WHERE name = %(queue)s AND max_message_size >= %(size)s
 ), room AS (
     SELECT q.* FROM q WHERE {HAS_ROOM.format(q="q", n="cardinality(%(bodies)b::text[])")}
@@ -46,7 +58,7 @@ SELECT (SELECT id FROM q) AS found_queue_id,
        ARRAY(SELECT msg_id FROM ins ORDER BY msg_id) AS msg_ids,
        (SELECT pg_notify(%(channel)s, q.name) FROM room q
         WHERE %(notify)s AND coalesce(%(delay)s, q.delivery_delay) <= 0) AS notified,
-       EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room) AS queue_full
+       EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room) AS queue_full{relax}
 """
 
 
@@ -57,7 +69,8 @@ SELECT (SELECT id FROM q) AS found_queue_id,
 SEND = _send(True)
 
 # -- send_uncounted -- SEND without the counter row, for a send that commits on its own
-# (autocommit): pgq_django.tallies adds it to the process's sums once it has committed.
+# (autocommit): pgq_django.tallies adds it to the process's sums once it has committed. Into
+# a non-durable queue it also commits without waiting for the WAL flush (_RELAX_COMMIT).
 SEND_UNCOUNTED = _send(False)
 
 # -- wake -- Notify the listeners of several queues at once: the trailing wake-up of sends

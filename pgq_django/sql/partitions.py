@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from .fragments import MSG_ID_SEQUENCE
-
 # -- list_partitions -- The range partitions of a table with their bounds, lowest first.
 LIST_PARTITIONS = """
 SELECT c.relname, pg_get_expr(c.relpartbound, c.oid)
@@ -23,10 +21,11 @@ WHERE p.relname = %s AND p.relnamespace = c.relnamespace
   AND p.relnamespace = to_regnamespace(current_schema())::oid
 """
 
-# -- sequence_position -- The highest msg_id handed out so far (0 before the first).
+# -- sequence_position -- The highest msg_id a {sequence} has handed out so far (one below its
+# start before the first).
 SEQUENCE_POSITION = sql.SQL(
-    "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {}"
-).format(sql.Identifier(MSG_ID_SEQUENCE))
+    "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {sequence}"
+)
 
 # The upkeep lock's key: the first 8 bytes of md5("pgq_django.partition_upkeep").
 _UPKEEP_KEY = "('x' || left(md5('pgq_django.partition_upkeep'), 16))::bit(64)::bigint"
@@ -35,14 +34,18 @@ _UPKEEP_KEY = "('x' || left(md5('pgq_django.partition_upkeep'), 16))::bit(64)::b
 # as this transaction (the run's own, on a connection of its own) lasts.
 TRY_UPKEEP_LOCK = f"SELECT pg_try_advisory_xact_lock({_UPKEEP_KEY})"
 
+# -- show_lock_timeout -- The lock_timeout in force (to put back after a change).
+SHOW_LOCK_TIMEOUT = "SELECT current_setting('lock_timeout')"
+
 # -- set_lock_timeout -- Give up waiting for a lock after {timeout} (this transaction only).
 SET_LOCK_TIMEOUT = sql.SQL("SET LOCAL lock_timeout = {timeout}")
 
 # -- lock_parent -- Hold {table} exclusively until commit: no insert into a range in flight.
 LOCK_PARENT = sql.SQL("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
 
-# -- default_max_id -- The highest msg_id in a default {partition} (ranges must start above).
-DEFAULT_MAX_ID = sql.SQL("SELECT coalesce(max(msg_id), 0) FROM {partition}")
+# -- default_max_id -- The highest msg_id in [%s, %s) of a default {partition} (NULL: none);
+# ranges of that id space must start above it.
+DEFAULT_MAX_ID = sql.SQL("SELECT max(msg_id) FROM {partition} WHERE msg_id >= %s AND msg_id < %s")
 
 # -- default_next_id -- The lowest msg_id at or above %s in a default {partition}.
 DEFAULT_NEXT_ID = sql.SQL("SELECT min(msg_id) FROM {partition} WHERE msg_id >= %s")
@@ -72,6 +75,13 @@ RESTORE_STASH = sql.SQL("INSERT INTO {table} ({columns}) SELECT {columns} FROM {
 CREATE_PARTITION = sql.SQL(
     "CREATE TABLE {partition} PARTITION OF {table} FOR VALUES FROM ({lower}) TO ({upper}) "
     "WITH ({storage})"
+)
+
+# -- create_unlogged_partition -- An UNLOGGED range partition of {table} (the live ranges of
+# the non-durable id space): its rows are written to no WAL and are gone after a crash.
+CREATE_UNLOGGED_PARTITION = sql.SQL(
+    "CREATE UNLOGGED TABLE {partition} PARTITION OF {table} "
+    "FOR VALUES FROM ({lower}) TO ({upper}) WITH ({storage})"
 )
 
 # -- partition_storage -- The storage parameters a partition has now (``name=value``).

@@ -54,6 +54,21 @@ def test_quick_benchmark_leaves_no_queues_behind(transactional_db: Any) -> None:
     assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_core_")]
 
 
+def test_quick_unlogged_comparison_prints_its_ratios_and_leaves_no_queues(
+    transactional_db: Any,
+) -> None:
+    """``--unlogged``: durable and non-durable queues of pgq_django and PGMQ, side by side."""
+    import pgq_django as pgq
+
+    out = run_quick_bench("bench.core", "--unlogged", "--only", "send", "--only", "read100")
+    for case in ("send", "read+delete qty 100, 1 consumer"):
+        row = re.search(rf"^\| {re.escape(case)} +\|" + rf" ({NUMBER}) +\|" * 8, out, re.MULTILINE)
+        assert row, f"no numeric row for {case!r} in:\n{out}"
+        assert min(float(g.replace(",", "")) for g in row.groups()) > 0
+    assert "Durable vs unlogged" in out
+    assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_core_")]
+
+
 REST_CASES = ("send (p50 per call)", "send (p50, http.client)", "send batch 100", "consume+ack 100")
 
 

@@ -45,8 +45,10 @@ def saved_layout(transactional_db: Any) -> Iterator[None]:
                     if part not in before:
                         cursor.execute(f'DROP TABLE "{part.name}"')
                 now = set(partitions.list_partitions(table))
+                # Empty unlogged ranges that earlier tests' non-durable queues left behind
+                # are upkeep's to drop (no such queue is left); they are not recreated.
                 for part in before:
-                    if part not in now:
+                    if part not in now and partitions.space_of(part.lower) is partitions.DURABLE:
                         cursor.execute(
                             f'CREATE TABLE "{part.name}" PARTITION OF "{table}" '
                             f"FOR VALUES FROM ({part.lower}) TO ({part.upper})"
@@ -57,7 +59,11 @@ def saved_layout(transactional_db: Any) -> Iterator[None]:
 @pytest.fixture
 def tiny_ranges(saved_layout: None) -> Iterator[int]:
     """Ranges of SIZE ids past every existing one."""
-    top = max(p.upper for t in partitions.TABLES for p in partitions.list_partitions(t))
+    top = max(
+        p.upper
+        for t in partitions.TABLES
+        for p in partitions.list_partitions(t, partitions.DURABLE)
+    )
     with connection.cursor() as cursor:
         cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [top - 1])
     with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 2}):
@@ -155,7 +161,13 @@ def test_messages_flow_while_two_upkeep_loops_make_and_drop_ranges(tiny_ranges, 
         for a in actions
         if a.startswith(("create pgq_message_r", "repair pgq_message_default"))
     ]
-    dropped = [a.split(" ", 1)[1] for a in actions if a.startswith("drop pgq_message_r")]
+    # (Upkeep also drops the empty unlogged ranges earlier tests' non-durable queues left.)
+    dropped = [
+        a.split(" ", 1)[1]
+        for a in actions
+        if a.startswith("drop pgq_message_r")
+        and partitions.space_of(int(a.split("[")[1].split(",")[0])) is partitions.DURABLE
+    ]
     # Ranges were made (ahead of the sequence, or around rows that outran it) and drained
     # ones dropped while the traffic ran; each once, though two loops raced for every one.
     assert len(made) >= 2 and len(dropped) >= 1, actions
@@ -173,7 +185,11 @@ def test_a_range_truncated_between_bursts_loses_and_duplicates_nothing(
     """Bursts of traffic fill one range, drain it, and fill it again while an upkeep loop
     truncates it whenever it finds it empty: the sequence never passes the range, so every
     page given back is given back by TRUNCATE, with sends, leases and acks in flight."""
-    top = max(p.upper for t in partitions.TABLES for p in partitions.list_partitions(t))
+    top = max(
+        p.upper
+        for t in partitions.TABLES
+        for p in partitions.list_partitions(t, partitions.DURABLE)
+    )
     with connection.cursor() as cursor:
         cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [top - 1])
     queue = make_queue().name

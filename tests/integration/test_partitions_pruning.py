@@ -31,7 +31,11 @@ def three_ranges(db: Any, queue: Any) -> Any:
     with connection.cursor() as cursor:
         cursor.execute("SELECT last_value, is_called FROM pgq_message_msg_id_seq")
         saved = cursor.fetchone()
-        top = max(p.upper for t in partitions.TABLES for p in partitions.list_partitions(t))
+        top = max(
+            p.upper
+            for t in partitions.TABLES
+            for p in partitions.list_partitions(t, partitions.DURABLE)
+        )
         cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [top - 1])
     with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 3}):
         partitions.premake_partitions()

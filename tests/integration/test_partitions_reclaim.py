@@ -54,7 +54,11 @@ def in_a_fresh_range(db: Any) -> Any:
     with connection.cursor() as cursor:
         cursor.execute("SELECT last_value, is_called FROM pgq_message_msg_id_seq")
         saved = cursor.fetchone()
-    top = max(p.upper for t in partitions.TABLES for p in partitions.list_partitions(t))
+    top = max(
+        p.upper
+        for t in partitions.TABLES
+        for p in partitions.list_partitions(t, partitions.DURABLE)
+    )
     _setval(top - 1)
     with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 1}):
         partitions.run_maintenance()  # makes [top, top + SIZE) and the one after
@@ -168,7 +172,11 @@ def past_every_range_default(db: Any) -> Any:
     with connection.cursor() as cursor:
         cursor.execute("SELECT last_value, is_called FROM pgq_message_msg_id_seq")
         saved = cursor.fetchone()
-    top = max(p.upper for t in partitions.TABLES for p in partitions.list_partitions(t))
+    top = max(
+        p.upper
+        for t in partitions.TABLES
+        for p in partitions.list_partitions(t, partitions.DURABLE)
+    )
     _setval(top + 10 * SIZE)
     with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 1}):
         yield top

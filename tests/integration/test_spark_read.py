@@ -214,3 +214,31 @@ def test_bad_options_fail_with_a_message_that_says_what_is_allowed(
 ) -> None:
     with pytest.raises(Exception, match=says):
         spark.read.format("pgq").option(option, value).load().collect()
+
+
+def test_a_non_durable_queues_messages_are_read_from_their_unlogged_ranges(
+    spark: Any, make_queue: Any
+) -> None:
+    """The plan cuts along every range partition, those of the second id space included."""
+    from pgq_django.sql.fragments import TRANSIENT_FIRST_ID
+
+    durable, transient = make_queue(), make_queue(durable=False)
+    for q in (durable, transient):
+        pgq.send_batch(q.name, [{"n": i} for i in range(30)])
+    pgq.archive(transient.name, [m.msg_id for m in pgq.read(transient.name, qty=10, vt=60)])
+    for table, relation, expected in (
+        ("messages", "pgq_message", 20),
+        ("archive", "pgq_archived_message", 10),
+    ):
+        for parts in (1, 3):
+            frame = (
+                spark.read.format("pgq")
+                .option("table", table)
+                .option("numPartitions", str(parts))
+                .load()
+            )
+            assert _ids(frame) == _sql_ids(relation)
+        only = spark.read.format("pgq").option("table", table).option("queue", transient.name)
+        ids = _ids(only.load())
+        assert ids == _sql_ids(relation, "q.name = %s", [transient.name])
+        assert len(ids) == expected and min(ids) >= TRANSIENT_FIRST_ID
