@@ -53,3 +53,10 @@ def charge_card(message: Any) -> None:
 def record_event(message: Any) -> None:
     """Events of one group arrive strictly in order (FIFO queue, one lease per group)."""
     log.info("event %s of %s", message.message.get("seq"), message.message.get("account"))
+
+
+# A non-durable queue (created with durable=False): its messages skip the WAL, batched here.
+@pgq.handler("page-views", batch=100, batch_commit=True)
+def count_page_view(message: Any) -> None:
+    """Pretend to aggregate a page view; losing a few in a crash is acceptable here."""
+    log.info("page view %s (%s ms)", message.message.get("path"), message.message.get("ms"))

@@ -2,8 +2,8 @@
 
 ``seed_queues()`` creates the demo queues if they are missing (it is safe to run twice);
 ``seed_traffic()`` sends a burst of messages that exercises the main features: transactional
-enqueue, priorities, delays, labels and headers, a FIFO queue with groups, and a queue whose
-failures end in its dead-letter queue.
+enqueue, priorities, delays, labels and headers, a FIFO queue with groups, a non-durable
+queue, and a queue whose failures end in its dead-letter queue.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ DEMO_QUEUES: dict[str, dict[str, Any]] = {
     "orders": {"visibility_timeout": 30, "archive_on_ack": True},
     "emails": {"archive_on_ack": True},
     "events.fifo": {},
+    # Page views are cheap to lose and many: a non-durable (unlogged) queue writes no WAL for
+    # them, and a crash of PostgreSQL empties it (every other queue keeps its messages).
+    "page-views": {"durable": False},
     "payments-dlq": {"retention": 30 * 24 * 3600},
     "payments": {
         "dead_letter_queue": "payments-dlq",
@@ -95,6 +98,9 @@ def seed_traffic(log: Callable[[str], Any] = print) -> dict[str, int]:
         for seq in range(1, 4):
             pgq.send("events.fifo", {"account": account, "seq": seq}, group=account)
             count("events.fifo")
+
+    pgq.send_batch("page-views", [{"path": f"/products/{n}", "ms": 40 + n} for n in range(20)])
+    count("page-views", 20)
 
     for payment_id in range(1, 4):
         pgq.send(

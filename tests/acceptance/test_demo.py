@@ -65,12 +65,30 @@ def test_demo_check_migrates_seeds_and_serves_the_admin_login(fresh_database: st
             "orders": None,
             "emails": None,
             "events.fifo": None,
+            "page-views": None,
             "payments": "payments-dlq",
             "payments-dlq": None,
             "tasks_default": None,
         }
         fifo = conn.execute("SELECT fifo FROM pgq_queue WHERE name = 'events.fifo'").fetchone()
         assert fifo == (True,)
+
+        # page-views is non-durable: its messages (live, or archived once the worker ran)
+        # carry ids of the second space, whose live ranges are UNLOGGED tables.
+        views = conn.execute(
+            "SELECT q.durable, count(m.msg_id), "
+            "       bool_and(m.msg_id >= 4000000000000000) "
+            "FROM pgq_queue q LEFT JOIN (SELECT queue_id, msg_id FROM pgq_message "
+            "      UNION ALL SELECT queue_id, msg_id FROM pgq_archived_message) m "
+            "  ON m.queue_id = q.id WHERE q.name = 'page-views' GROUP BY q.durable"
+        ).fetchone()
+        assert views is not None and views[0] is False, views
+        assert views[2] is not False, views  # every id of its messages in the second space
+        unlogged = conn.execute(
+            "SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'pgq_message'::regclass AND c.relpersistence = 'u'"
+        ).fetchone()
+        assert unlogged is not None and unlogged[0] >= 1
 
         # The seed failed a payment past its retries, so the dead-letter queue holds it (a
         # worker, when there is one, may have dead-lettered more by now).
