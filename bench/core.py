@@ -37,6 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pgq_django.sql.fragments import next_msg_id
+
 from . import common
 
 BODY = {"event": "order.created", "order_id": 12345, "items": ["a", "b", "c"], "note": "x" * 64}
@@ -109,11 +111,10 @@ SELECT (SELECT id FROM q), ARRAY(SELECT msg_id FROM d ORDER BY msg_id)
 
 # Fast untimed fill of a pgq_django queue: INSERT … SELECT generate_series, ids from the
 # queue's own id space (a non-durable queue's are in its UNLOGGED ranges).
-PGQ_FILL = """
+PGQ_FILL = f"""
 INSERT INTO pgq_message (msg_id, queue_id, message, priority, read_ct, enqueued_at, vt,
                          expires_at)
-SELECT CASE WHEN q.durable THEN nextval('pgq_message_msg_id_seq')
-            ELSE nextval('pgq_message_transient_id_seq') END,
+SELECT {next_msg_id("q")},
        q.id, %(body)s::jsonb, 0, 0, clock_timestamp(), clock_timestamp(),
        clock_timestamp() + make_interval(secs => q.retention)
 FROM pgq_queue q, generate_series(1, %(n)s)

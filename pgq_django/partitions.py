@@ -506,9 +506,12 @@ def _droppable(part: Partition) -> tuple[bool, str]:
     return (False, "holds messages") if _has_rows(part.name) else (True, "")
 
 
-def _unused_transient(part: Partition) -> bool:
-    """An UNLOGGED live range with no non-durable queue left to fill it: it may go now, like
-    a passed one (no UNLOGGED table stays behind the last non-durable queue)."""
+def _may_go(part: Partition, position: int) -> bool:
+    """Whether ``part`` may be dropped once it holds nothing: its id space's sequence (at
+    ``position``) has handed out its last id, or it is an UNLOGGED live range with no
+    non-durable queue left to fill it (no UNLOGGED table stays behind the last one)."""
+    if part.upper - 1 <= position:
+        return True
     return _unlogged(part.table, part.lower) and not _transient_queues_exist()
 
 
@@ -528,9 +531,7 @@ def _drop(part: Partition, lock_timeout_ms: int) -> bool:
             _exclusive(part.table, lock_timeout_ms)
             if not _droppable(part)[0]:
                 return False
-            if part.upper - 1 > sequence_position(space_of(part.lower)) and not (
-                _unused_transient(part)
-            ):
+            if not _may_go(part, sequence_position(space_of(part.lower))):
                 return False
             _run(statements.DROP_PARTITION.format(partition=sql.Identifier(part.name)))
             return True
@@ -557,7 +558,7 @@ def _drops(*, dry_run: bool, lock_timeout_ms: int) -> Iterator[str]:
     live_lowers = {p.lower for p in list_partitions(MESSAGE_TABLE)}
     for table in TABLES:
         for part in list_partitions(table):
-            if part.upper - 1 > positions[space_of(part.lower)] and not _unused_transient(part):
+            if not _may_go(part, positions[space_of(part.lower)]):
                 continue
             if table == ARCHIVE_TABLE and part.lower in live_lowers:
                 continue

@@ -159,13 +159,8 @@ def _check_fifo_unchanged(queue: Queue, fields: dict[str, Any]) -> None:
     turning it on under live messages would change how leases already taken are ordered.
     Create a new queue of the other kind and move the messages instead.
     """
-    if "fifo" in fields and fields["fifo"] != queue.fifo:
-        kind = "a FIFO" if queue.fifo else "not a FIFO"
-        raise InvalidArgument(
-            f"Queue {queue.name!r} is {kind} queue, and a queue's kind cannot change after "
-            "it is created; create a new queue instead.",
-            field="fifo",
-        )
+    kind = "a FIFO queue" if queue.fifo else "not a FIFO queue"
+    _refuse_change(queue, fields, "fifo", kind, "kind", "create a new queue instead")
 
 
 def _check_durability_unchanged(queue: Queue, fields: dict[str, Any]) -> None:
@@ -175,12 +170,21 @@ def _check_durability_unchanged(queue: Queue, fields: dict[str, Any]) -> None:
     the message table); changing the flag would leave the messages already sent where they
     are, so the queue would be half one and half the other.
     """
-    if "durable" in fields and fields["durable"] != queue.durable:
-        kind = "durable" if queue.durable else "not durable (unlogged)"
+    kind = "durable" if queue.durable else "not durable (unlogged)"
+    advice = "create a new queue instead and move the messages"
+    _refuse_change(queue, fields, "durable", kind, "durability", advice)
+
+
+def _refuse_change(
+    queue: Queue, fields: dict[str, Any], field: str, kind: str, what: str, advice: str
+) -> None:
+    """InvalidArgument when ``fields`` would change ``field``, a setting fixed when the
+    queue is created; ``kind`` says what the queue is, ``what`` names the setting."""
+    if field in fields and fields[field] != getattr(queue, field):
         raise InvalidArgument(
-            f"Queue {queue.name!r} is {kind}, and a queue's durability cannot change after it "
-            "is created; create a new queue instead and move the messages.",
-            field="durable",
+            f"Queue {queue.name!r} is {kind}, and a queue's {what} cannot change after it is "
+            f"created; {advice}.",
+            field=field,
         )
 
 

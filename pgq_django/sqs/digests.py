@@ -18,12 +18,12 @@ STRING_TRANSPORT = b"\x01"
 BINARY_TRANSPORT = b"\x02"
 
 
-def _md5() -> Any:
-    return hashlib.md5(usedforsecurity=False)
+def _md5(data: bytes = b"") -> Any:
+    return hashlib.md5(data, usedforsecurity=False)
 
 
 def md5_of_body(body: str) -> str:
-    return hashlib.md5(body.encode("utf-8"), usedforsecurity=False).hexdigest()
+    return str(_md5(body.encode("utf-8")).hexdigest())
 
 
 def _with_length(data: bytes) -> bytes:
