@@ -34,6 +34,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from ..sql import spark as statements
+from ..sql.fragments import TRANSIENT_FIRST_ID
 from . import queries
 from .options import ArchiveStreamOptions, ConsumeOptions, ReadOptions, WriteOptions
 
@@ -150,6 +151,12 @@ class BatchReader(DataSourceReader):
         yield from _read_slices(self.opts, partition.slices)
 
 
+# The archive stream's offset keys: one position per id space (pgq_django.partitions), each
+# the highest msg_id of that space already delivered. A checkpoint written before the second
+# space existed has only "msg_id"; its transient position is then the space's start.
+_SPACES = (("msg_id", 0), ("transient", TRANSIENT_FIRST_ID - 1))
+
+
 class ArchiveStreamReader(DataSourceStreamReader):
     """The archive as a stream of msg_id ranges, replayable from a checkpoint.
 
@@ -161,49 +168,72 @@ class ArchiveStreamReader(DataSourceStreamReader):
     is then archived already or never will be: re-reading ``(start, end]`` after a failure
     gives the same rows, which with Spark's checkpoints makes the stream exactly-once.
     The price: the stream trails the oldest message still in any queue.
+
+    Durable and non-durable queues draw ids from two sequences (two id spaces), so each
+    space has its own ``(start, end]`` in the offset, bounded the same way by its own
+    sequence and its own oldest live message: a message stuck in one kind of queue does not
+    hold back the other.
     """
 
     def __init__(self, opts: ArchiveStreamOptions) -> None:
         self.opts = opts
-        self._settled = 0  # highest position known to be settled (driver-side only)
+        # Highest position known to be settled, per space (driver-side only).
+        self._settled = [floor for _, floor in _SPACES]
 
     def initialOffset(self) -> dict[str, int]:
         start = self.opts.starting
         if start == "earliest":
-            return {"msg_id": 0}
+            return {key: floor for key, floor in _SPACES}
         if start == "latest":
-            return {"msg_id": self._frontier()}
-        return {"msg_id": int(start)}
+            return self._frontier()
+        after = int(start)
+        # A msg_id starts its own space after it; the other space from its start.
+        own = "transient" if after >= TRANSIENT_FIRST_ID else "msg_id"
+        return {key: after if key == own else floor for key, floor in _SPACES}
 
     def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict:
         frontier = self._frontier()
-        begin = int((start or {}).get("msg_id", 0))
-        return {"msg_id": max(frontier, begin)}
+        begin = _positions(start)
+        return {key: max(frontier[key], begin[key]) for key, _ in _SPACES}
 
-    def _frontier(self) -> int:
-        """The highest msg_id a batch may end at now (see the class docstring)."""
+    def _frontier(self) -> dict[str, int]:
+        """The highest msg_id a batch may end at now, per space (see the class docstring)."""
         with queries.connect(self.opts.read.dsn) as conn:
-            position, xmax = conn.execute(statements.ID_HORIZON).fetchone() or (0, 0)
+            durable, transient, xmax = conn.execute(statements.ID_HORIZON).fetchone() or (0,) * 3
             deadline = time.monotonic() + self.opts.settle_seconds
             while True:
                 (oldest,) = conn.execute(statements.OLDEST_RUNNING).fetchone() or (0,)
                 if oldest >= xmax:
-                    self._settled = max(self._settled, int(position or 0))
+                    now = (int(durable or 0), int(transient or 0))
+                    self._settled = [max(*pair) for pair in zip(self._settled, now, strict=True)]
                     break
                 if time.monotonic() > deadline:
-                    break  # a long transaction: keep the last settled position
+                    break  # a long transaction: keep the last settled positions
                 time.sleep(0.02)
-            archived, live = conn.execute(statements.ARCHIVE_FRONTIER).fetchone() or (None, None)
-        bounds = [self._settled, archived or 0]
-        if live is not None:
-            bounds.append(live - 1)
-        return max(0, min(bounds))
+            row = (
+                conn.execute(
+                    statements.ARCHIVE_FRONTIER, {"transient": TRANSIENT_FIRST_ID}
+                ).fetchone()
+                or (None,) * 4
+            )
+        frontier = {}
+        for (key, floor), settled, archived, live in zip(
+            _SPACES, self._settled, row[0::2], row[1::2], strict=True
+        ):
+            bounds = [settled, archived or floor]
+            if live is not None:
+                bounds.append(live - 1)
+            frontier[key] = max(floor, min(bounds))
+        return frontier
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        lo, hi = int(start["msg_id"]) + 1, int(end["msg_id"])
-        if hi < lo:
-            return []
-        groups = plan_slices([(queries.ARCHIVE_TABLE, lo, hi)], self.opts.read.partitions)
+        begin, stop = _positions(start), _positions(end)
+        spans = [
+            (queries.ARCHIVE_TABLE, begin[key] + 1, stop[key])
+            for key, _ in _SPACES
+            if stop[key] > begin[key]
+        ]
+        groups = plan_slices(spans, self.opts.read.partitions)
         return [SlicesPartition(g) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -212,6 +242,12 @@ class ArchiveStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the archive is only read."""
+
+
+def _positions(offset: dict[str, int] | None) -> dict[str, int]:
+    """Each space's position in an offset; a missing key is its space's start."""
+    given = offset or {}
+    return {key: int(given.get(key, floor)) for key, floor in _SPACES}
 
 
 class ReceiptsPartition(InputPartition):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from psycopg.sql import SQL, Identifier
 
-from .fragments import MSG_ID_SEQUENCE
+from .fragments import MSG_ID_SEQUENCE, TRANSIENT_MSG_ID_SEQUENCE
 
 # The columns a Spark read returns, in schema order (see pgq_django.spark.source).
 COLUMNS = (
@@ -113,20 +113,27 @@ WHERE m.msg_id = ANY(%(ids)s::bigint[])
   AND m.read_ct = (%(cts)s::int[])[array_position(%(ids)s::bigint[], m.msg_id)]
 """
 
-# -- id_horizon -- The highest msg_id handed out so far and the snapshot's xmax: once every
-# transaction below that xmax has ended, no id at or below the position can still appear.
+# -- id_horizon -- The highest msg_id handed out so far in each id space (durable, then
+# transient) and the snapshot's xmax: once every transaction below that xmax has ended, no id
+# at or below either position can still appear.
 ID_HORIZON = SQL("""
 SELECT (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {}),
+       (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {}),
        pg_snapshot_xmax(pg_current_snapshot())::text::bigint
-""").format(Identifier(MSG_ID_SEQUENCE))
+""").format(Identifier(MSG_ID_SEQUENCE), Identifier(TRANSIENT_MSG_ID_SEQUENCE))
 
 # -- oldest_running -- The oldest transaction still running (xmin of a fresh snapshot).
 OLDEST_RUNNING = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
-# -- archive_frontier -- In one snapshot: the highest archived msg_id and the lowest live one
-# (a live message may still be archived later, so an archive stream stops below it).
+# -- archive_frontier -- In one snapshot, for each id space (durable ids below
+# %(transient)s, then transient ids from it): the highest archived msg_id and the lowest live
+# one (a live message may still be archived later, so an archive stream stops below it).
+# Each bound prunes to its space's ranges.
 ARCHIVE_FRONTIER = """
-SELECT (SELECT max(msg_id) FROM pgq_archived_message), (SELECT min(msg_id) FROM pgq_message)
+SELECT (SELECT max(msg_id) FROM pgq_archived_message WHERE msg_id < %(transient)s),
+       (SELECT min(msg_id) FROM pgq_message WHERE msg_id < %(transient)s),
+       (SELECT max(msg_id) FROM pgq_archived_message WHERE msg_id >= %(transient)s),
+       (SELECT min(msg_id) FROM pgq_message WHERE msg_id >= %(transient)s)
 """
 
 # -- exchange_exists -- Whether an exchange of that name exists.

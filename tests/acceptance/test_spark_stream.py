@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import pgq_django as pgq
+from pgq_django.sql.fragments import TRANSIENT_FIRST_ID
 from tests.conftest import ROOT, Child, subprocess_env
 from tests.spark_support import spark_session, sql_rows
 
@@ -70,6 +71,34 @@ def test_the_archive_streams_each_row_once_across_restarts_and_waits_for_live_id
     pgq.delete(q.name, held)
     _archive_stream(spark, tmp_path / "ck", seen)
     assert sorted(seen) == sorted([*first, held, *later])  # each exactly once
+
+
+def test_the_archive_stream_covers_non_durable_queues_each_space_held_only_by_its_own(
+    spark: Any, make_queue: Any, tmp_path: Path
+) -> None:
+    """Non-durable queues draw ids from a second sequence far above the durable one: the
+    stream delivers their archived messages too, and a live message of one kind of queue
+    holds back only its own id space."""
+    durable = make_queue(archive_on_ack=True)
+    unlogged = make_queue(archive_on_ack=True, durable=False)
+    (held,) = pgq.send_batch(durable.name, [{"held": True}])
+    fast = pgq.send_batch(unlogged.name, [{"n": i} for i in range(6)])
+    assert min(fast) >= TRANSIENT_FIRST_ID
+    pgq.delete(unlogged.name, fast)
+    seen: list[int] = []
+    _archive_stream(spark, tmp_path / "ck", seen)
+    assert sorted(seen) == fast  # the held durable message does not hold them back
+
+    (stuck,) = pgq.send_batch(unlogged.name, [{"stuck": True}])
+    later = pgq.send_batch(unlogged.name, [{"n": 9}])
+    pgq.delete(unlogged.name, later)
+    pgq.delete(durable.name, held)
+    _archive_stream(spark, tmp_path / "ck", seen)
+    assert sorted(seen) == sorted([held, *fast])  # now the non-durable one waits
+
+    pgq.delete(unlogged.name, stuck)
+    _archive_stream(spark, tmp_path / "ck", seen)
+    assert sorted(seen) == sorted([held, *fast, stuck, *later])  # each exactly once
 
 
 def _consume(spark: Any, queue: str, seen: list[int], until: Callable[[], bool], ck: Path) -> None:

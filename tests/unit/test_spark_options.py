@@ -8,6 +8,7 @@ import pytest
 
 from pgq_django.exceptions import InvalidArgument, InvalidName
 from pgq_django.spark.options import ConsumeOptions, ReadOptions, WriteOptions
+from pgq_django.sql.fragments import TRANSIENT_FIRST_ID
 
 
 def test_read_options_are_typed_and_default_sensibly() -> None:
@@ -63,3 +64,46 @@ def test_write_options_name_the_columns_they_accept() -> None:
         parse({"queue": "q", "bodyFormat": "xml"}, ["body"])
     with pytest.raises(InvalidName):
         parse({"queue": "no such queue!"}, ["body"])
+
+
+def _archive_stream(starting: str) -> Any:
+    from pgq_django.spark.options import ArchiveStreamOptions
+    from pgq_django.spark.source import ArchiveStreamReader
+
+    opts = ArchiveStreamOptions.parse(
+        {"table": "archive", "startingOffset": starting},
+        default_dsn="dbname=x",
+        default_partitions=1,  # one task: the slices below come out whole
+    )
+    return ArchiveStreamReader(opts)
+
+
+@pytest.mark.parametrize(
+    ("starting", "offset"),
+    [
+        ("earliest", {"msg_id": 0, "transient": TRANSIENT_FIRST_ID - 1}),
+        ("41", {"msg_id": 41, "transient": TRANSIENT_FIRST_ID - 1}),
+        (str(TRANSIENT_FIRST_ID + 7), {"msg_id": 0, "transient": TRANSIENT_FIRST_ID + 7}),
+    ],
+)
+def test_an_archive_stream_starts_each_id_space_where_asked(
+    starting: str, offset: dict[str, int]
+) -> None:
+    assert _archive_stream(starting).initialOffset() == offset
+
+
+def test_an_archive_stream_plans_each_id_space_and_reads_old_checkpoints() -> None:
+    reader = _archive_stream("earliest")
+    start = {"msg_id": 10, "transient": TRANSIENT_FIRST_ID + 4}
+    end = {"msg_id": 13, "transient": TRANSIENT_FIRST_ID + 6}
+    slices = [s for p in reader.partitions(start, end) for s in p.slices]
+    assert [(lo, hi) for _, lo, hi in slices] == [
+        (11, 13), (TRANSIENT_FIRST_ID + 5, TRANSIENT_FIRST_ID + 6),
+    ]  # fmt: skip
+    # A checkpoint from before non-durable queues has the durable position only: the other
+    # space starts at its beginning.
+    old = [s for p in reader.partitions({"msg_id": 10}, end) for s in p.slices]
+    assert [(lo, hi) for _, lo, hi in old] == [
+        (11, 13), (TRANSIENT_FIRST_ID, TRANSIENT_FIRST_ID + 6),
+    ]  # fmt: skip
+    assert reader.partitions(end, end) == []
