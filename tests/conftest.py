@@ -7,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -318,3 +319,47 @@ def run_quick_bench(module: str, *args: str) -> str:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
+
+
+# -- moving a msg_id sequence ----------------------------------------------------------------
+# Partition tests move a sequence to reach a range boundary. setval is not transactional:
+# the test's rows and DDL roll back with its transaction, the sequence does not, so each
+# test puts it back where it was (no committed id can be at or above that point).
+
+
+def set_sequence(value: int, space: Any = None) -> None:
+    """Point ``space``'s msg_id sequence (the durable one by default) at ``value``."""
+    from django.db import connection
+
+    from pgq_django import partitions
+
+    name = (space or partitions.DURABLE).sequence
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setval(%s::regclass, %s)", [name, value])
+
+
+def top_of_ranges(space: Any = None) -> int:
+    """The end of the highest range of ``space`` in either table (its first id if none)."""
+    from pgq_django import partitions
+
+    space = space or partitions.DURABLE
+    uppers = (p.upper for t in partitions.TABLES for p in partitions.list_partitions(t, space))
+    return max(uppers, default=space.first)
+
+
+@contextmanager
+def sequence_kept(space: Any = None) -> Iterator[None]:
+    """Put ``space``'s sequence back as it was when the block ends."""
+    from django.db import connection
+
+    from pgq_django import partitions
+
+    name = (space or partitions.DURABLE).sequence
+    with connection.cursor() as cursor:
+        cursor.execute(sql.SQL("SELECT last_value, is_called FROM {}").format(sql.Identifier(name)))
+        saved = cursor.fetchone()
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT setval(%s::regclass, %s, %s)", [name, *saved])

@@ -12,6 +12,7 @@ from django.test import override_settings
 import pgq_django as pgq
 from pgq_django import partitions
 from pgq_django.models import ArchivedMessage, Message
+from tests.conftest import sequence_kept, set_sequence
 
 SIZE = 1000
 
@@ -23,15 +24,11 @@ def near_the_first_boundary(db):
     The test's rows roll back with its transaction, so putting the sequence back cannot
     collide with a committed id.
     """
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT last_value, is_called FROM pgq_message_msg_id_seq")
-        saved = cursor.fetchone()
+    with sequence_kept():
         first = partitions.list_partitions("pgq_message")[0]
-        cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [first.upper - 10])
-    with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 2}):
-        yield first.upper
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s, %s)", list(saved))
+        set_sequence(first.upper - 10)
+        with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 2}):
+            yield first.upper
 
 
 def test_premake_creates_ranges_ahead_of_the_sequence_for_both_tables(near_the_first_boundary):

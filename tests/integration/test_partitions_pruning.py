@@ -21,6 +21,7 @@ from psycopg import sql
 import pgq_django as pgq
 from pgq_django import partitions
 from pgq_django.sql import delivery, messages
+from tests.conftest import sequence_kept, set_sequence, top_of_ranges
 
 SIZE = 100
 
@@ -28,24 +29,18 @@ SIZE = 100
 @pytest.fixture
 def three_ranges(db: Any, queue: Any) -> Any:
     """Messages in three tiny ranges; answers (queue, [range lowers], {lower: [ids]})."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT last_value, is_called FROM pgq_message_msg_id_seq")
-        saved = cursor.fetchone()
-        top = max(
-            p.upper
-            for t in partitions.TABLES
-            for p in partitions.list_partitions(t, partitions.DURABLE)
-        )
-        cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [top - 1])
-    with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 3}):
+    with (
+        sequence_kept(),
+        override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 3}),
+    ):
+        top = top_of_ranges()
+        set_sequence(top - 1)
         partitions.premake_partitions()
         ids = pgq.send_batch(queue, [{"n": i} for i in range(2 * SIZE + SIZE // 2)])
         lowers = [top, top + SIZE, top + 2 * SIZE]
         by_range = {lo: [i for i in ids if lo <= i < lo + SIZE] for lo in lowers}
         assert all(by_range.values())
         yield queue, lowers, by_range
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s, %s)", list(saved))
 
 
 def _relations(plan: dict[str, Any]) -> list[str]:

@@ -20,16 +20,11 @@ from django.test import override_settings
 import pgq_django as pgq
 from pgq_django import partitions
 from pgq_django.models import ArchivedMessage, Message
-from tests.conftest import _conninfo
+from tests.conftest import _conninfo, sequence_kept, set_sequence, top_of_ranges
 
 SIZE = 100_000
 BODY = "x" * 1000  # stored inline (below the TOAST threshold), so the heap really grows
 COUNT = 2000
-
-
-def _setval(value: int) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [value])
 
 
 def _bytes(name: str) -> int:
@@ -51,20 +46,14 @@ def _live_bytes() -> int:
 @pytest.fixture
 def in_a_fresh_range(db: Any) -> Any:
     """The sequence at the start of a new range of SIZE ids past every existing one."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT last_value, is_called FROM pgq_message_msg_id_seq")
-        saved = cursor.fetchone()
-    top = max(
-        p.upper
-        for t in partitions.TABLES
-        for p in partitions.list_partitions(t, partitions.DURABLE)
-    )
-    _setval(top - 1)
-    with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 1}):
+    with (
+        sequence_kept(),
+        override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 1}),
+    ):
+        top = top_of_ranges()
+        set_sequence(top - 1)
         partitions.run_maintenance()  # makes [top, top + SIZE) and the one after
         yield top
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s, %s)", list(saved))
 
 
 def _fill(queue: str, top: int) -> list[int]:
@@ -169,19 +158,13 @@ def test_a_busy_partition_is_skipped_not_waited_for(past_every_range_default, qu
 @pytest.fixture
 def past_every_range_default(db: Any) -> Any:
     """The sequence past every range: sends land in the (committed) default partition."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT last_value, is_called FROM pgq_message_msg_id_seq")
-        saved = cursor.fetchone()
-    top = max(
-        p.upper
-        for t in partitions.TABLES
-        for p in partitions.list_partitions(t, partitions.DURABLE)
-    )
-    _setval(top + 10 * SIZE)
-    with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 1}):
+    with (
+        sequence_kept(),
+        override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 1}),
+    ):
+        top = top_of_ranges()
+        set_sequence(top + 10 * SIZE)
         yield top
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s, %s)", list(saved))
 
 
 def test_the_archive_is_never_truncated(in_a_fresh_range, make_queue):

@@ -22,7 +22,7 @@ import pgq_django as pgq
 from pgq_django import partitions
 from pgq_django.models import ArchivedMessage, Message
 from pgq_django.sql import partitions as partition_sql
-from tests.conftest import _conninfo
+from tests.conftest import _conninfo, sequence_kept, set_sequence, top_of_ranges
 
 SIZE = 100
 
@@ -33,27 +33,16 @@ def _count(table: str) -> int:
         return int(cursor.fetchone()[0])
 
 
-def _setval(value: int) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [value])
-
-
 @pytest.fixture
 def past_every_range(db: Any) -> Any:
     """The sequence just past the highest range of both tables, tiny ranges; restored after."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT last_value, is_called FROM pgq_message_msg_id_seq")
-        saved = cursor.fetchone()
-    top = max(
-        p.upper
-        for t in partitions.TABLES
-        for p in partitions.list_partitions(t, partitions.DURABLE)
-    )
-    _setval(top + 10 * SIZE + 5)
-    with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 1}):
+    with (
+        sequence_kept(),
+        override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 1}),
+    ):
+        top = top_of_ranges()
+        set_sequence(top + 10 * SIZE + 5)
         yield top
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s, %s)", list(saved))
 
 
 def test_rows_in_the_default_partition_move_into_a_new_range_partition(past_every_range, queue):
@@ -89,7 +78,7 @@ def test_repair_gives_each_stretch_of_default_rows_its_own_range_on_the_grid(
 ):
     top = past_every_range
     first = pgq.send_batch(queue, ["a", "b"])
-    _setval(top + 13 * SIZE + 50)
+    set_sequence(top + 13 * SIZE + 50)
     second = pgq.send_batch(queue, ["c"])
     pgq.archive(queue, first[:1])  # the archive's default gets a row too
     assert _count("pgq_message_default") == 2
@@ -159,12 +148,12 @@ def test_a_bad_storage_setting_is_refused_before_anything_is_made(past_every_ran
 def _drained_archive_range(queue: Any, top: int) -> tuple[int, list[int]]:
     """A live range drained by archiving its messages; its archive range still has them."""
     partitions.run_maintenance()
-    _setval(top + 11 * SIZE - 5)
+    set_sequence(top + 11 * SIZE - 5)
     ids = pgq.send_batch(queue, ["a", "b", "c"])
     lower = top + 10 * SIZE
     assert all(lower <= i < lower + SIZE for i in ids)
     pgq.archive(queue, ids)
-    _setval(top + 12 * SIZE + 5)
+    set_sequence(top + 12 * SIZE + 5)
     actions = partitions.run_maintenance()
     assert f"drop pgq_message_r{lower} [{lower}, {lower + SIZE})" in actions
     return lower, ids

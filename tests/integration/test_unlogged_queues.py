@@ -23,6 +23,7 @@ import pgq_django as pgq
 from pgq_django import partitions
 from pgq_django.models import ArchivedMessage, Message, Queue
 from pgq_django.sql.fragments import TRANSIENT_FIRST_ID
+from tests.conftest import sequence_kept, set_sequence, top_of_ranges
 
 pytestmark = pytest.mark.django_db
 
@@ -166,31 +167,21 @@ def test_rest_creates_a_non_durable_queue_and_shows_durability(queue_name):
 # -- upkeep of both id spaces ---------------------------------------------------------------
 
 
-def _set_transient(value: int) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT setval('pgq_message_transient_id_seq', %s)", [value])
+def set_transient(value: int) -> None:
+    set_sequence(value, partitions.TRANSIENT)
 
 
 @pytest.fixture
 def transient_top(db: Any) -> Iterator[int]:
     """The second sequence just past its highest range, tiny ranges; restored after (the DDL
     rolls back with the test's transaction, setval does not)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT last_value, is_called FROM pgq_message_transient_id_seq")
-        saved = cursor.fetchone()
-    top = max(
-        (
-            p.upper
-            for t in partitions.TABLES
-            for p in partitions.list_partitions(t, partitions.TRANSIENT)
-        ),
-        default=TRANSIENT_FIRST_ID,
-    )
-    _set_transient(top + 5)
-    with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 1}):
+    with (
+        sequence_kept(partitions.TRANSIENT),
+        override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 1}),
+    ):
+        top = top_of_ranges(partitions.TRANSIENT)
+        set_transient(top + 5)
         yield top
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT setval('pgq_message_transient_id_seq', %s, %s)", list(saved))
 
 
 def _bounds(action: str) -> tuple[int, int]:
@@ -259,7 +250,7 @@ def test_drained_ranges_of_each_space_go_by_their_own_sequence(transient_top, ma
         for p in partitions.list_partitions("pgq_message", partitions.DURABLE)
         if p.upper - 1 > durable_position
     }
-    _set_transient(top + SIZE + 5)  # the second sequence has passed [top, top + SIZE)
+    set_transient(top + SIZE + 5)  # the second sequence has passed [top, top + SIZE)
     # It still holds a message: kept.
     assert f"pgq_message_r{top} " not in " ".join(partitions.drop_drained_partitions())
 
@@ -306,7 +297,7 @@ def test_rows_of_a_non_durable_queue_in_the_default_are_repaired_into_an_unlogge
 ):
     top = transient_top
     q = make_queue(durable=False)
-    _set_transient(top + 10 * SIZE + 5)  # no range there: the send lands in the default
+    set_transient(top + 10 * SIZE + 5)  # no range there: the send lands in the default
     msg_id = pgq.send(q, "stray")
     assert _persistence(msg_id) == "p"  # the default partition is logged
     lower = top + 10 * SIZE
