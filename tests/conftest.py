@@ -164,6 +164,18 @@ class Child(subprocess.Popen[str]):
         self.wait(timeout=timeout)
         return self.out_path.read_text(), self.err_path.read_text()
 
+    def logged(self, text: str) -> bool:
+        """Whether the child has written ``text`` to its standard error so far."""
+        return text in self.err_path.read_text()
+
+
+def wait_for_workers(*procs: Child) -> None:
+    """Until every worker child has started (its signal handlers are in place once it logs
+    ``event=worker_started``): a SIGTERM before that kills it instead of stopping it."""
+    wait_until(
+        lambda: all(p.logged("event=worker_started") for p in procs), what="the workers to start"
+    )
+
 
 @pytest.fixture
 def spawn(tmp_path: Path) -> Iterator[Callable[..., Child]]:

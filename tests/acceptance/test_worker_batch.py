@@ -24,7 +24,7 @@ import pgq_django as pgq
 from pgq_django.sql import messages as message_sql
 from pgq_django.worker import registry
 from pgq_django.worker.loop import Worker
-from tests.conftest import wait_until
+from tests.conftest import wait_for_workers, wait_until
 from tests.worker_handlers import EFFECTS_DDL
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -557,6 +557,7 @@ def test_a_batch_that_outlasts_its_leases_keeps_them_extended(effects_queue, spa
     wait_until(marker.exists, what="the batch to start")
     second = spawn(*WORKER, "--queue", q.name, "--batch-size", "10", "--poll-interval", "0.2")
     wait_until(lambda: len(effects(q)) == 3, what="the batch to commit")
+    wait_for_workers(first, second)
     for proc in (first, second):
         proc.send_signal(signal.SIGTERM)
     for proc in (first, second):
@@ -576,6 +577,7 @@ def test_four_batch_workers_process_2000_messages_each_exactly_once(effects_queu
         for _ in range(4)
     ]
     wait_until(lambda: len(effects(q)) >= 2000, timeout=150, what="2000 effects")
+    wait_for_workers(*procs)  # one slow to start may have had nothing left to do
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
     for proc in procs:

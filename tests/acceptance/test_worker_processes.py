@@ -15,7 +15,7 @@ from django.db import connection
 from django.utils import timezone
 
 import pgq_django as pgq
-from tests.conftest import wait_until
+from tests.conftest import wait_for_workers, wait_until
 from tests.worker_handlers import EFFECTS_DDL
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -113,6 +113,7 @@ def test_four_workers_process_2000_messages_each_exactly_once(effects_queue, spa
     ids = pgq.send_batch(q, [{"n": i} for i in range(2000)])
     procs = [spawn(*WORKER, "--queue", q.name, "--concurrency", "2") for _ in range(4)]
     wait_until(lambda: len(effects(q)) >= 2000, timeout=150, what="2000 effects")
+    wait_for_workers(*procs)  # one slow to start may have had nothing left to do
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
     for proc in procs:
