@@ -104,14 +104,18 @@ def _create(conn: psycopg.Connection[Any], name: str, body: str) -> None:
         ),
         body=Literal(statements.function_body(body)),
     )
-    try:
-        with conn.transaction():
-            conn.execute(create)  # in place: callers keep resolving the same function
-    except psycopg.errors.InvalidFunctionDefinition:
-        # Its columns changed type (a migration altered one): replace it whole.
-        conn.execute(statements.DROP_WRAPPED_FUNCTION.format(name=Identifier(name)))
-        conn.execute(create)
+    # Same types: replaced in place, so callers keep resolving the same function. Other
+    # types (a migration altered a column the statement uses; CREATE OR REPLACE would add an
+    # overload or refuse a new result type): the old one goes first.
+    existing = conn.execute(statements.WRAPPED_SIGNATURES, {"name": name}).fetchall()
+    for signature, their_types in existing:
+        if list(their_types) != oids:
+            conn.execute(statements.DROP_WRAPPED_FUNCTION.format(signature=SQL(signature)))
+    conn.execute(create)
 
+
+# Each wrapped statement by its function's name.
+_BY_NAME = {statements.function_name(s): s for s in statements.WRAPPED}
 
 # alias -> {statement text: its call}, for the statements whose function exists.
 _CALLS: dict[str, dict[str, str]] = {}
@@ -126,12 +130,14 @@ def call_for(alias: str, raw: psycopg.Connection[Any], statement: str) -> str | 
 
 
 def _existing(raw: psycopg.Connection[Any]) -> dict[str, str]:
-    wanted = {statements.function_name(s): s for s in statements.WRAPPED}
     with raw.cursor() as cursor:
-        cursor.execute(statements.WRAPPED_FUNCTIONS, {"names": list(wanted)})
-        found = {name: list(types) for name, types in cursor.fetchall()}
+        cursor.execute(statements.WRAPPED_FUNCTIONS, {"names": list(_BY_NAME)})
+        rows = cursor.fetchall()
+    found = {name: list(types) for name, types in rows}
+    if len(found) < len(rows):  # overloaded: which one a call resolves to is not ours to say
+        found = {n: t for n, t in found.items() if sum(r[0] == n for r in rows) == 1}
     calls = {}
-    for name, statement in wanted.items():
+    for name, statement in _BY_NAME.items():
         placeholders = _Placeholders(statement).spelled
         types = found.get(name)
         if types is None or len(types) != len(placeholders):
@@ -139,6 +145,15 @@ def _existing(raw: psycopg.Connection[Any]) -> dict[str, str]:
         arguments = [f"{p}::{t}" for p, t in zip(placeholders, types, strict=True)]
         calls[statement] = statements.call_text(name, arguments)
     return calls
+
+
+def statement_run_by(sql: str) -> str:
+    """The statement ``sql`` runs: a wrapped one when ``sql`` calls its function, else
+    ``sql`` itself. For ``execute_wrapper`` hooks and query logs, which see the call."""
+    name = statements.called_function(sql)
+    if name is None:
+        return sql
+    return _BY_NAME.get(name, sql)
 
 
 def forget() -> None:

@@ -62,9 +62,18 @@ CREATE_WRAPPED_FUNCTION = SQL(
     "LANGUAGE plpgsql VOLATILE AS {body}"
 )
 
-# -- drop_wrapped_function -- Drop one such function (to make it again with other column
-# types, which CREATE OR REPLACE refuses to change).
-DROP_WRAPPED_FUNCTION = SQL("DROP FUNCTION IF EXISTS {name}")
+# -- wrapped_signatures -- The functions of one name, each with its signature (as DROP
+# FUNCTION takes it) and every argument and column type in order.
+WRAPPED_SIGNATURES = """
+SELECT p.oid::regprocedure::text AS signature,
+       coalesce(p.proallargtypes, p.proargtypes::oid[]) AS types
+FROM pg_proc p
+WHERE p.proname = %(name)s AND pg_function_is_visible(p.oid)
+"""
+
+# -- drop_wrapped_function -- Drop one such function by its signature (to make it again with
+# other types). Filled with the catalog's own spelling of the signature.
+DROP_WRAPPED_FUNCTION = SQL("DROP FUNCTION {signature}")
 
 
 def function_name(statement: str) -> str:
@@ -81,3 +90,11 @@ def function_body(statement: str) -> str:
 def call_text(name: str, arguments: list[str]) -> str:
     """The call of function ``name``; ``arguments`` are its placeholders, each with its cast."""
     return f"SELECT * FROM {name}({', '.join(arguments)})"
+
+
+def called_function(sql: str) -> str | None:
+    """The wrapped function a :func:`call_text` calls, or None for any other text."""
+    head = "SELECT * FROM pgq_fn_"
+    if not sql.startswith(head):
+        return None
+    return sql[len("SELECT * FROM ") : sql.index("(")]

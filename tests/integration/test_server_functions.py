@@ -157,3 +157,18 @@ def test_a_function_whose_columns_changed_type_is_made_again(committed: Any) -> 
         assert pgq.set_vt(queue, message.receipt, 60) is not None
     assert [name in q for q in _calls(queries)] == [True]
     assert message.msg_id == msg_id
+
+
+def test_hooks_can_tell_which_statement_a_call_runs(queue: Any) -> None:
+    seen: list[str] = []
+
+    def record(execute: Any, sql: Any, params: Any, many: bool, context: Any) -> Any:
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with override_settings(PGQ=UNPREPARED), connection.execute_wrapper(record):
+        pgq.send(queue, {"n": 1})
+    [call] = seen
+    assert call.startswith("SELECT * FROM pgq_fn_")
+    assert server_functions.statement_run_by(call) in (messages.SEND, messages.SEND_UNCOUNTED)
+    assert server_functions.statement_run_by("SELECT 1") == "SELECT 1"
