@@ -10,4 +10,9 @@ class PgqConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
         from . import checks  # noqa: F401  (registers the system checks)
+        from .server_functions import on_post_migrate
+
+        post_migrate.connect(on_post_migrate, sender=self)

@@ -28,6 +28,10 @@ DEFAULTS: dict[str, Any] = {
     # transaction mode before 1.21, or without max_prepared_statements): see
     # docs/howto/pgbouncer.md.
     "PREPARED_STATEMENTS": True,
+    # With PREPARED_STATEMENTS off, run the hot statements through server-side functions
+    # that migrate makes (their plans are kept per server session): see
+    # pgq_django/server_functions.py and docs/howto/pgbouncer.md.
+    "SERVER_FUNCTIONS": True,
     # Byte budgets (see docs/reference/settings.md): a read or pop returns at most
     # READ_MAX_BYTES // the queue's max_message_size messages (and never more than qty); a
     # send_batch holds at most SEND_BATCH_MAX_MESSAGES bodies of SEND_BATCH_MAX_BYTES in all.
@@ -132,6 +136,7 @@ class PgqSettings:
     DEFAULT_MAX_RETRIES: int
     DEFAULT_RETRY_DELAY: float
     PREPARED_STATEMENTS: bool
+    SERVER_FUNCTIONS: bool
     READ_MAX_BYTES: int
     SEND_BATCH_MAX_MESSAGES: int
     SEND_BATCH_MAX_BYTES: int

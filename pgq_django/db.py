@@ -34,6 +34,7 @@ from django.db import connections
 from psycopg.sql import Composable
 from psycopg.types.json import JsonbBinaryLoader
 
+from . import server_functions
 from .conf import settings
 
 _EMPTY_OBJECT = b"\x01{}"
@@ -171,7 +172,12 @@ def execute(
     if not isinstance(statement, str):
         statement = statement.as_string(raw)
         prepare = False
-    prepare = prepare and bool(settings.PREPARED_STATEMENTS)
+    if prepare and not settings.PREPARED_STATEMENTS:
+        prepare = False
+        if settings.SERVER_FUNCTIONS:
+            # A fixed statement, where it cannot be prepared: its server-side function, whose
+            # plans the server session keeps (pgq_django.server_functions), if it has one.
+            statement = server_functions.call_for(db.alias, raw, statement) or statement
     inner: Any = cursors.get((prepare, binary))
     if inner is None or inner.closed:
         with db.wrap_database_errors:

@@ -11,6 +11,8 @@
 - :mod:`.leader`: the worker leader's advisory lock.
 - :mod:`.spark`: what the Spark pipeline adds (partition spans, id-range reads, the archive
   stream's watermark); its executors run without Django, on connections of their own.
+- :mod:`.server_functions`: the hot statements as server-side functions, for connections
+  that cannot keep prepared statements (a transaction-mode pooler).
 - :mod:`.fragments`: the pieces several statements share (the message INSERT, the archive
   move, the counter insert, the dead-letter move, the dedup claim), composed, never copied.
 
@@ -43,6 +45,7 @@ MODULES = (
     "partitions",
     "leader",
     "spark",
+    "server_functions",
 )
 
 Statement = str | Composable | dict[bool, str]

@@ -45,7 +45,7 @@ WITH q AS (
 SELECT (SELECT id FROM q) AS found_queue_id,
        (SELECT msg_id FROM claim) AS msg_id,
        EXISTS (SELECT 1 FROM ins) AS inserted,
-       (SELECT pg_notify(%(channel)s, q.name) FROM q
+       (SELECT count(pg_notify(%(channel)s, q.name)) FROM q
         WHERE EXISTS (SELECT 1 FROM ins) AND coalesce(%(delay)s, q.delivery_delay) <= 0)
            AS notified,
        EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room) AS queue_full
@@ -109,7 +109,8 @@ u AS (
 )
 SELECT (SELECT id FROM q) AS found_queue_id,
        ARRAY(SELECT msg_id FROM u ORDER BY msg_id) AS msg_ids,
-       (SELECT pg_notify(%(channel)s, q.name) FROM q WHERE EXISTS (SELECT 1 FROM u)) AS notified
+       (SELECT count(pg_notify(%(channel)s, q.name)) FROM q WHERE EXISTS (SELECT 1 FROM u))
+           AS notified
 """
 
 # A redrive's counters: 'redriven' per destination queue, and 'redriven_out' on the

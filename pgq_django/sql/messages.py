@@ -56,7 +56,7 @@ WITH q AS (
 ){count}
 SELECT (SELECT id FROM q) AS found_queue_id,
        ARRAY(SELECT msg_id FROM ins ORDER BY msg_id) AS msg_ids,
-       (SELECT pg_notify(%(channel)s, q.name) FROM room q
+       (SELECT count(pg_notify(%(channel)s, q.name)) FROM room q
         WHERE %(notify)s AND coalesce(%(delay)s, q.delivery_delay) <= 0) AS notified,
        EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room) AS queue_full{relax}
 """
@@ -302,7 +302,7 @@ SELECT (SELECT id FROM q) AS found_queue_id,
        CASE WHEN EXISTS (SELECT 1 FROM retried) THEN 'retry'
             WHEN EXISTS (SELECT 1 FROM moved) THEN 'dead_lettered'
             WHEN EXISTS (SELECT 1 FROM gone) THEN 'dead' END AS outcome,
-       (SELECT pg_notify(%(channel)s, dlq_name) FROM moved) AS notified
+       (SELECT count(pg_notify(%(channel)s, dlq_name)) FROM moved) AS notified
 """
 
 # -- purge -- Delete every message of a queue, leased or not; answers how many.

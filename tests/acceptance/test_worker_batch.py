@@ -21,6 +21,7 @@ from django.db import connection, connections, transaction
 from django.utils import timezone
 
 import pgq_django as pgq
+from pgq_django.server_functions import statement_run_by
 from pgq_django.sql import messages as message_sql
 from pgq_django.worker import registry
 from pgq_django.worker.loop import Worker
@@ -83,7 +84,7 @@ def statements() -> Iterator[list[str]]:
     seen: list[str] = []
 
     def record(execute: Any, sql: Any, params: Any, many: bool, context: Any) -> Any:
-        seen.append(str(sql))
+        seen.append(statement_run_by(str(sql)))  # behind a pooler, the call of its function
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(record):

@@ -27,8 +27,10 @@ SQL_DIR = PACKAGE / "sql"
 
 # Where a statement may run besides a manager method, and why:
 # - partitions.py: partition upkeep (DDL), run through pgq_django.db like the rest;
-# - worker/leader.py: the advisory lock lives on the leader's own psycopg connection.
-OTHER_RUNNERS = {"partitions.py", "worker/leader.py"}
+# - worker/leader.py: the advisory lock lives on the leader's own psycopg connection;
+# - server_functions.py: making the hot statements' functions at migrate (on a connection
+#   of its own) and finding them for the runner, which calls it.
+OTHER_RUNNERS = {"partitions.py", "worker/leader.py", "server_functions.py"}
 # The Spark pipeline: executors without Django, on psycopg connections of their own.
 SPARK = "spark/"
 
