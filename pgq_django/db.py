@@ -60,6 +60,9 @@ _PREPARE_ONLY_WHEN_ASKED = 2**31 - 1
 # garbage-collected in the child: psycopg would not close them there (it checks the pid),
 # but it would warn about an open connection being deleted.
 _ABANDONED: list[Any] = []
+# This process's id, renewed in a forked child (below): os.getpid() is a system call, made
+# on every statement when it was asked each time.
+_pid = os.getpid()
 
 
 def _abandon(db: Any) -> None:
@@ -79,6 +82,8 @@ def _forget_inherited_connections() -> None:
     protocol messages, and ``DuplicatePreparedStatement`` once both prepare statements under
     the same names. Other threads do not exist in the child.
     """
+    global _pid
+    _pid = os.getpid()
     try:
         for db in connections.all(initialized_only=True):
             if db.connection is not None:
@@ -139,6 +144,45 @@ def _configure(raw: Any, pid: int) -> dict[tuple[bool, bool], _PreparingCursor]:
     return cursors
 
 
+def _inner_cursor(
+    statement: str | Composable, alias: str | None, prepare: bool, binary: bool
+) -> tuple[Any, Any, str, bool]:
+    """(Django connection, our psycopg cursor on it, statement text, prepare?) for one call.
+
+    What Django's ``connection.cursor()`` does first, in the same order: drop a connection
+    set up by the process we were forked from, run the health check (``CONN_HEALTH_CHECKS``),
+    connect if needed (refused inside an atomic block whose connection was closed), and
+    refuse a connection made by another thread.
+    """
+    db: Any = connections[alias or settings.DATABASE]
+    raw = db.connection
+    pid = _pid
+    if raw is not None and getattr(raw, "_pgq_pid", pid) != pid:
+        _abandon(db)  # set up by the process we were forked from (see _abandon)
+        raw = None
+    if raw is not None and db.health_check_enabled and not db.health_check_done:
+        db.close_if_health_check_failed()
+        raw = db.connection
+    if raw is None:
+        db.ensure_connection()
+        raw = db.connection
+    db.validate_thread_sharing()
+    cursors = getattr(raw, "_pgq_cursors", None)
+    if cursors is None or raw._pgq_pid != pid:
+        cursors = _configure(raw, pid)
+    if not isinstance(statement, str):
+        statement = statement.as_string(raw)
+        prepare = False
+    prepare = prepare and settings.PREPARED_STATEMENTS
+    inner: Any = cursors.get((prepare, binary))
+    if inner is None or inner.closed:
+        with db.wrap_database_errors:
+            inner = cursors[(prepare, binary)] = _PreparingCursor(
+                raw, prepare=prepare, binary=binary
+            )
+    return db, inner, statement, prepare
+
+
 def execute(
     statement: str | Composable,
     params: Any = None,
@@ -157,30 +201,50 @@ def execute(
     for this connection and never prepared, since its text varies with the identifiers.
     Prefer :func:`run_one`, :func:`run_all` and :func:`run_rowcount`, which return rows.
     """
-    db = connections[alias or settings.DATABASE]
-    pid = os.getpid()
-    if db.connection is not None and getattr(db.connection, "_pgq_pid", pid) != pid:
-        _abandon(db)  # set up by the process we were forked from (see _abandon)
-    db.close_if_health_check_failed()
-    db.ensure_connection()
-    db.validate_thread_sharing()
-    raw = db.connection
-    cursors = getattr(raw, "_pgq_cursors", None)
-    if cursors is None or raw._pgq_pid != pid:
-        cursors = _configure(raw, pid)
-    if not isinstance(statement, str):
-        statement = statement.as_string(raw)
-        prepare = False
-    prepare = prepare and bool(settings.PREPARED_STATEMENTS)
-    inner: Any = cursors.get((prepare, binary))
-    if inner is None or inner.closed:
-        with db.wrap_database_errors:
-            inner = cursors[(prepare, binary)] = _PreparingCursor(
-                raw, prepare=prepare, binary=binary
-            )
+    db, inner, text, _prepare = _inner_cursor(statement, alias, prepare, binary)
     cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
-    cursor.execute(statement, params)
+    cursor.execute(text, params)
     return cursor
+
+
+def _fetch(
+    statement: str | Composable, params: Any, alias: str | None, prepare: bool, how: int
+) -> tuple[Any, Any, bool]:
+    """Run a statement and fetch its result: (cursor, rows or first row or rowcount, fixed).
+
+    ``how``: :data:`_ONE`, :data:`_ALL` or :data:`_COUNT`. ``fixed`` says whether the text
+    is a prepared constant (its row type can be cached). With no ``execute_wrapper`` hook
+    installed and no query logging, the statement skips Django's ``CursorWrapper`` and does
+    exactly what its ``execute`` and ``fetch*`` would do around psycopg: refuse to run in a
+    broken atomic block, and turn a driver error into Django's (marking the connection as
+    errored, as :class:`~django.db.utils.DatabaseErrorWrapper` does). Building that wrapper
+    and going through its layers was a third of the runner's time for a single send. With
+    hooks or logging (``DEBUG``, ``CaptureQueriesContext``, ``connection.execute_wrapper``)
+    every statement goes through the wrapper as before, so they see it.
+    """
+    db, inner, text, fixed = _inner_cursor(statement, alias, prepare, True)
+    if db.execute_wrappers or db.queries_logged:
+        cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
+        cursor.execute(text, params)
+    else:
+        if db.needs_rollback:
+            db.validate_no_broken_transaction()
+        cursor = inner
+    try:
+        if cursor is inner:
+            _EXECUTE(inner, text, params, prepare=inner._pgq_prepare, binary=True)
+        if how == _ONE:
+            return cursor, inner.fetchone(), fixed
+        if how == _ALL:
+            return cursor, inner.fetchall(), fixed
+        return cursor, inner.rowcount, fixed
+    except Exception:
+        with db.wrap_database_errors:  # re-raised as Django's error, as the wrapper does
+            raise
+
+
+_ONE, _ALL, _COUNT = 0, 1, 2
+_EXECUTE = psycopg.Cursor.execute
 
 
 # Statement text -> the named-tuple type of its rows, for prepared statements only: their
@@ -208,11 +272,10 @@ def run_one(
     prepare: bool = True,
 ) -> Any:
     """The statement's first row as a named tuple, or None when it returned none."""
-    cursor = execute(statement, params, alias, prepare=prepare)
-    row = cursor.fetchone()
+    cursor, row, fixed = _fetch(statement, params, alias, prepare, _ONE)
     if row is None:
         return None
-    return _row_type(cursor, statement, prepare and isinstance(statement, str))._make(row)
+    return _row_type(cursor, statement, fixed)._make(row)
 
 
 def run_all(
@@ -229,11 +292,10 @@ def run_all(
     (a read's messages, matched to :data:`~pgq_django.sql.fragments.MESSAGE_COLUMNS` by the
     manager): naming a hundred rows first cost a fifth of the client's time to load them.
     """
-    cursor = execute(statement, params, alias, prepare=prepare)
-    rows: list[Any] = cursor.fetchall()
+    cursor, rows, fixed = _fetch(statement, params, alias, prepare, _ALL)
     if not rows or not named:
-        return rows
-    make = _row_type(cursor, statement, prepare and isinstance(statement, str))._make
+        return rows  # type: ignore[no-any-return]
+    make = _row_type(cursor, statement, fixed)._make
     return [make(row) for row in rows]
 
 
@@ -245,4 +307,4 @@ def run_rowcount(
     prepare: bool = True,
 ) -> int:
     """Run a statement for its effect (DDL, locks, settings); returns the rows it touched."""
-    return int(execute(statement, params, alias, prepare=prepare).rowcount)
+    return int(_fetch(statement, params, alias, prepare, _COUNT)[1])
