@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import operator
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,6 +45,7 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         # process's sums (pgq_django.tallies) instead of costing a row in the statement, and
         # its wake-up can be throttled (pgq_django.wakeups).
         deferred = tallies.deferred(alias)
+        since = time.monotonic()
         notify = wakeups.leading(alias, queue, autocommit=deferred)
         params = {
             "queue": queue,
@@ -54,11 +56,12 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
             **options,
         }
         row = self._one(sql.SEND_UNCOUNTED if deferred else sql.SEND, params)
-        if row.msg_ids:
-            if deferred:
-                tallies.add(alias, row.found_queue_id, "sent", len(row.msg_ids))
+        if row.msg_ids and deferred:  # committed (autocommit)
+            tallies.add(alias, row.found_queue_id, "sent", len(row.msg_ids))
             if not notify:
-                wakeups.owe(alias, queue)  # committed (autocommit): wake after the interval
+                wakeups.owe(alias, queue)  # wake after the interval, unless a later send does
+            elif row.notified:
+                wakeups.covered(alias, queue, since)  # this send woke for the earlier ones
         return row.found_queue_id, row.msg_ids, row.queue_full
 
     def wake(self, queues: Sequence[str]) -> int:

@@ -56,7 +56,7 @@ WITH q AS (
 ){count}
 SELECT (SELECT id FROM q) AS found_queue_id,
        ARRAY(SELECT msg_id FROM ins ORDER BY msg_id) AS msg_ids,
-       (SELECT pg_notify(%(channel)s, q.name) FROM room q
+       (SELECT count(pg_notify(%(channel)s, q.name)) FROM room q
         WHERE %(notify)s AND coalesce(%(delay)s, q.delivery_delay) <= 0) AS notified,
        EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room) AS queue_full{relax}
 """
@@ -64,8 +64,8 @@ SELECT (SELECT id FROM q) AS found_queue_id,
 
 # -- send -- Insert messages into a queue, in input order, count them, and wake listeners
 # unless %(notify)s is false (a throttled send: pgq_django.wakeups owes it a wake-up after
-# its commit). Inserts nothing, and answers queue_full = true, when max_length leaves no
-# room for them all.
+# its commit); ``notified`` answers whether it did (1) or not (0). Inserts nothing, and
+# answers queue_full = true, when max_length leaves no room for them all.
 SEND = _send(True)
 
 # -- send_uncounted -- SEND without the counter row, for a send that commits on its own
