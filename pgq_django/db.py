@@ -123,13 +123,17 @@ class _PreparingCursor(psycopg.Cursor[Any]):
         return super().execute(query, params, prepare=prepare, **kw)
 
 
-def _configure(raw: Any, pid: int) -> dict[tuple[bool, bool], _PreparingCursor]:
+def _configure(raw: Any, pid: int) -> dict[Any, _PreparingCursor]:
     """Set a raw connection up for our statements; returns its (empty) cursor cache.
 
-    Each connection keeps a cursor per kind (preparing or not, binary or text results),
-    reused call after call: every caller fetches its rows before the next statement runs on
-    the connection (run_one, run_all, run_rowcount), and making a cursor per call was a tenth
-    of the runner's time.
+    Each connection keeps its cursors, reused call after call: every caller fetches its rows
+    before the next statement runs on the connection (run_one, run_all, run_rowcount), and
+    making a cursor per call was a tenth of the runner's time. A fixed statement (a module
+    constant, or one of the few shapes of a read) has a cursor of its own: psycopg keeps a
+    cursor's adaptation state (its ``Transformer``, with the dumpers and loaders it looked
+    up) only while the cursor runs the same statement object again, and one cursor shared by
+    a read and its delete started both afresh on every call. Other statements (texts built
+    per call) share one cursor per kind (preparing or not, binary or text results).
     """
     if raw.prepare_threshold is None:
         # Django turns preparing off per connection; allow it for the statements that ask
@@ -139,15 +143,16 @@ def _configure(raw: Any, pid: int) -> dict[tuple[bool, bool], _PreparingCursor]:
     # loader. Django's own queries use the text format and are unaffected.
     raw.adapters.register_loader("jsonb", _JsonbLoader)
     raw._pgq_pid = pid
-    cursors: dict[tuple[bool, bool], _PreparingCursor] = {}
+    cursors: dict[Any, _PreparingCursor] = {}
     raw._pgq_cursors = cursors
     return cursors
 
 
 def _inner_cursor(
     statement: str | Composable, alias: str | None, prepare: bool, binary: bool
-) -> tuple[Any, Any, str, bool]:
-    """(Django connection, our psycopg cursor on it, statement text, prepare?) for one call.
+) -> tuple[Any, Any, str, Any]:
+    """(Django connection, our psycopg cursor on it, statement text, the cursor's key) for
+    one call; the key is None unless the statement is fixed (see :func:`_configure`).
 
     What Django's ``connection.cursor()`` does first, in the same order: drop a connection
     set up by the process we were forked from, run the health check (``CONN_HEALTH_CHECKS``),
@@ -170,17 +175,17 @@ def _inner_cursor(
     cursors = getattr(raw, "_pgq_cursors", None)
     if cursors is None or raw._pgq_pid != pid:
         cursors = _configure(raw, pid)
+    fixed = prepare and isinstance(statement, str)
     if not isinstance(statement, str):
         statement = statement.as_string(raw)
         prepare = False
     prepare = prepare and settings.PREPARED_STATEMENTS
-    inner: Any = cursors.get((prepare, binary))
+    key: Any = (statement, prepare, binary) if fixed else (prepare, binary)
+    inner: Any = cursors.get(key)
     if inner is None or inner.closed:
         with db.wrap_database_errors:
-            inner = cursors[(prepare, binary)] = _PreparingCursor(
-                raw, prepare=prepare, binary=binary
-            )
-    return db, inner, statement, prepare
+            inner = cursors[key] = _PreparingCursor(raw, prepare=prepare, binary=binary)
+    return db, inner, statement, key if fixed else None
 
 
 def execute(
@@ -201,7 +206,7 @@ def execute(
     for this connection and never prepared, since its text varies with the identifiers.
     Prefer :func:`run_one`, :func:`run_all` and :func:`run_rowcount`, which return rows.
     """
-    db, inner, text, _prepare = _inner_cursor(statement, alias, prepare, binary)
+    db, inner, text, _key = _inner_cursor(statement, alias, prepare, binary)
     cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
     cursor.execute(text, params)
     return cursor
@@ -222,7 +227,7 @@ def _fetch(
     hooks or logging (``DEBUG``, ``CaptureQueriesContext``, ``connection.execute_wrapper``)
     every statement goes through the wrapper as before, so they see it.
     """
-    db, inner, text, fixed = _inner_cursor(statement, alias, prepare, True)
+    db, inner, text, key = _inner_cursor(statement, alias, prepare, True)
     if db.execute_wrappers or db.queries_logged:
         cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
         cursor.execute(text, params)
@@ -234,16 +239,25 @@ def _fetch(
         if cursor is inner:
             _EXECUTE(inner, text, params, prepare=inner._pgq_prepare, binary=True)
         if how == _ONE:
-            return cursor, inner.fetchone(), fixed
+            return cursor, inner.fetchone(), key is not None
         if how == _ALL:
-            return cursor, inner.fetchall(), fixed
-        return cursor, inner.rowcount, fixed
+            rows = inner.fetchall()
+            if key is not None and len(rows) > _KEEP_RESULTS_UP_TO:
+                # A fixed statement's cursor would hold its result until the statement
+                # runs again: let a large one go now (a new cursor costs little per row).
+                _row_type(inner, statement, True)  # named from its description first
+                inner.close()
+                del inner.connection._pgq_cursors[key]
+            return cursor, rows, key is not None
+        return cursor, inner.rowcount, key is not None
     except Exception:
         with db.wrap_database_errors:  # re-raised as Django's error, as the wrapper does
             raise
 
 
 _ONE, _ALL, _COUNT = 0, 1, 2
+# Rows a fixed statement's cursor may keep between two runs of it (see _fetch).
+_KEEP_RESULTS_UP_TO = 16
 _EXECUTE = psycopg.Cursor.execute
 
 
