@@ -35,9 +35,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from django.db import InterfaceError, OperationalError, connections
+from django.db import InterfaceError, OperationalError
 
-from ..conf import settings
+from ..db import django_connection
 from ..exceptions import ConnectionLost
 
 logger = logging.getLogger("pgq_django")
@@ -99,7 +99,10 @@ def drop_dead_connection(alias: str | None = None) -> bool:
     Never touches a connection inside an atomic block (the caller's transaction is lost and
     must fail visibly).
     """
-    db = connections[alias or settings.DATABASE]
+    return _drop_if_dead(django_connection(alias))
+
+
+def _drop_if_dead(db: Any) -> bool:
     raw = db.connection
     if raw is None or db.in_atomic_block or not _is_dead(raw):
         return False
@@ -144,8 +147,8 @@ def _call_recovering(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> R:
-    db = connections[settings.DATABASE]
-    drop_dead_connection(db.alias)
+    db = django_connection()
+    _drop_if_dead(db)
     try:
         return func(*args, **kwargs)
     except (OperationalError, InterfaceError) as exc:
