@@ -76,7 +76,7 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
 
         Returns (messages, queue state): the state (see :meth:`queue_state`) is looked up
         only when nothing was leased, so the caller can tell an empty queue from a missing
-        or paused one without a query of its own.
+        or paused one without a query of its own. Each message knows its ``queue_name``.
         """
         clause, params = _filter_clause(filters or {})
         params.update(queue=queue, qty=qty, vt=vt, max_bytes=settings.READ_MAX_BYTES)
