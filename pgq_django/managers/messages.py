@@ -122,10 +122,15 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
 
     def ack(self, queue: str, refs: Sequence[MessageRef], *, result: str | None = None) -> Any:
         """Delete (or archive as acked); returns (queue_id or None, [deleted ids])."""
-        params = {"queue": queue, "result": result, **refs_params(refs)}
         alias = self._db_alias()
         deferred = tallies.deferred(alias)  # see send_bodies
-        shapes = sql.DELETE_UNCOUNTED if deferred else sql.DELETE
+        params: dict[str, Any]
+        if len(refs) == 1:
+            params = {"queue": queue, "result": result, "msg_id": refs[0][0], "ct": refs[0][1]}
+            shapes = sql.DELETE_ONE_UNCOUNTED if deferred else sql.DELETE_ONE
+        else:
+            params = {"queue": queue, "result": result, **refs_params(refs)}
+            shapes = sql.DELETE_UNCOUNTED if deferred else sql.DELETE
         archives = _ARCHIVES_ON_ACK.get(queue, False)
         row = self._one(shapes[archives], params)
         if row.found_queue_id is None:
