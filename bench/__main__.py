@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 MODULES = (
     "bench.core",
+    "bench.core_cpu",
     "bench.workers",
     "bench.exchanges",
     "bench.rest",

@@ -26,6 +26,8 @@ connection of :mod:`pgq_django.notify`.
 from __future__ import annotations
 
 import os
+import threading
+from asyncio import _get_running_loop
 from collections import namedtuple
 from typing import Any
 
@@ -61,6 +63,9 @@ _PREPARE_ONLY_WHEN_ASKED = 2**31 - 1
 # garbage-collected in the child: psycopg would not close them there (it checks the pid),
 # but it would warn about an open connection being deleted.
 _ABANDONED: list[Any] = []
+# This process's id, renewed in a forked child (below): os.getpid() is a system call, made
+# on every statement when it was asked each time.
+_pid = os.getpid()
 
 
 def _abandon(db: Any) -> None:
@@ -80,6 +85,8 @@ def _forget_inherited_connections() -> None:
     protocol messages, and ``DuplicatePreparedStatement`` once both prepare statements under
     the same names. Other threads do not exist in the child.
     """
+    global _pid
+    _pid = os.getpid()
     try:
         for db in connections.all(initialized_only=True):
             if db.connection is not None:
@@ -119,13 +126,17 @@ class _PreparingCursor(psycopg.Cursor[Any]):
         return super().execute(query, params, prepare=prepare, **kw)
 
 
-def _configure(raw: Any, pid: int) -> dict[tuple[bool, bool], _PreparingCursor]:
+def _configure(raw: Any, pid: int) -> dict[Any, _PreparingCursor]:
     """Set a raw connection up for our statements; returns its (empty) cursor cache.
 
-    Each connection keeps a cursor per kind (preparing or not, binary or text results),
-    reused call after call: every caller fetches its rows before the next statement runs on
-    the connection (run_one, run_all, run_rowcount), and making a cursor per call was a tenth
-    of the runner's time.
+    Each connection keeps its cursors, reused call after call: every caller fetches its rows
+    before the next statement runs on the connection (run_one, run_all, run_rowcount), and
+    making a cursor per call was a tenth of the runner's time. A fixed statement (a module
+    constant, or one of the few shapes of a read) has a cursor of its own: psycopg keeps a
+    cursor's adaptation state (its ``Transformer``, with the dumpers and loaders it looked
+    up) only while the cursor runs the same statement object again, and one cursor shared by
+    a read and its delete started both afresh on every call. Other statements (texts built
+    per call) share one cursor per kind (preparing or not, binary or text results).
     """
     if raw.prepare_threshold is None:
         # Django turns preparing off per connection; allow it for the statements that ask
@@ -135,9 +146,78 @@ def _configure(raw: Any, pid: int) -> dict[tuple[bool, bool], _PreparingCursor]:
     # loader. Django's own queries use the text format and are unaffected.
     raw.adapters.register_loader("jsonb", _JsonbLoader)
     raw._pgq_pid = pid
-    cursors: dict[tuple[bool, bool], _PreparingCursor] = {}
+    cursors: dict[Any, _PreparingCursor] = {}
     raw._pgq_cursors = cursors
     return cursors
+
+
+def django_connection(alias: str | None = None) -> Any:
+    """``django.db.connections[alias]`` (``PGQ["DATABASE"]`` by default), found cheaply.
+
+    Django keeps a thread's connections in asgiref's thread-critical ``Local``, which asks
+    ``asyncio.get_running_loop()`` on every lookup and, in a thread without an event loop
+    (where the API runs), catches the RuntimeError it raises: about 13 µs per lookup beside
+    a statement's round trip, and an API call made three or four. In such a thread that
+    ``Local`` keeps the connections in a plain ``threading.local``, which this reads
+    directly; anything else (a running event loop, a connection not made yet, another
+    asgiref) goes through ``connections[alias]``, so the answer is always Django's own.
+    """
+    alias = alias or settings.DATABASE
+    if _get_running_loop() is None:
+        storage = getattr(getattr(connections, "_connections", None), "_storage", None)
+        if type(storage) is _THREAD_LOCAL:
+            found = getattr(storage, alias, None)
+            if found is not None:
+                return found
+    return connections[alias]
+
+
+_THREAD_LOCAL = threading.local
+
+
+def _inner_cursor(
+    statement: str | Composable, alias: str | None, prepare: bool, binary: bool
+) -> tuple[Any, Any, str, Any]:
+    """(Django connection, our psycopg cursor on it, statement text, the cursor's key) for
+    one call; the key is None unless the statement is fixed (see :func:`_configure`).
+
+    What Django's ``connection.cursor()`` does first, in the same order: drop a connection
+    set up by the process we were forked from, run the health check (``CONN_HEALTH_CHECKS``),
+    connect if needed (refused inside an atomic block whose connection was closed), and
+    refuse a connection made by another thread.
+    """
+    db = django_connection(alias)
+    raw = db.connection
+    pid = _pid
+    if raw is not None and getattr(raw, "_pgq_pid", pid) != pid:
+        _abandon(db)  # set up by the process we were forked from (see _abandon)
+        raw = None
+    if raw is not None and db.health_check_enabled and not db.health_check_done:
+        db.close_if_health_check_failed()
+        raw = db.connection
+    if raw is None:
+        db.ensure_connection()
+        raw = db.connection
+    db.validate_thread_sharing()
+    cursors = getattr(raw, "_pgq_cursors", None)
+    if cursors is None or raw._pgq_pid != pid:
+        cursors = _configure(raw, pid)
+    fixed = prepare and isinstance(statement, str)
+    if not isinstance(statement, str):
+        statement = statement.as_string(raw)
+        prepare = False
+    if prepare and not settings.PREPARED_STATEMENTS:
+        prepare = False
+        if settings.SERVER_FUNCTIONS:
+            # A fixed statement, where it cannot be prepared: its server-side function, whose
+            # plans the server session keeps (pgq_django.server_functions), if it has one.
+            statement = server_functions.call_for(db.alias, raw, statement) or statement
+    key: Any = (statement, prepare, binary) if fixed else (prepare, binary)
+    inner: Any = cursors.get(key)
+    if inner is None or inner.closed:
+        with db.wrap_database_errors:
+            inner = cursors[key] = _PreparingCursor(raw, prepare=prepare, binary=binary)
+    return db, inner, statement, key if fixed else None
 
 
 def execute(
@@ -158,35 +238,59 @@ def execute(
     for this connection and never prepared, since its text varies with the identifiers.
     Prefer :func:`run_one`, :func:`run_all` and :func:`run_rowcount`, which return rows.
     """
-    db = connections[alias or settings.DATABASE]
-    pid = os.getpid()
-    if db.connection is not None and getattr(db.connection, "_pgq_pid", pid) != pid:
-        _abandon(db)  # set up by the process we were forked from (see _abandon)
-    db.close_if_health_check_failed()
-    db.ensure_connection()
-    db.validate_thread_sharing()
-    raw = db.connection
-    cursors = getattr(raw, "_pgq_cursors", None)
-    if cursors is None or raw._pgq_pid != pid:
-        cursors = _configure(raw, pid)
-    if not isinstance(statement, str):
-        statement = statement.as_string(raw)
-        prepare = False
-    if prepare and not settings.PREPARED_STATEMENTS:
-        prepare = False
-        if settings.SERVER_FUNCTIONS:
-            # A fixed statement, where it cannot be prepared: its server-side function, whose
-            # plans the server session keeps (pgq_django.server_functions), if it has one.
-            statement = server_functions.call_for(db.alias, raw, statement) or statement
-    inner: Any = cursors.get((prepare, binary))
-    if inner is None or inner.closed:
-        with db.wrap_database_errors:
-            inner = cursors[(prepare, binary)] = _PreparingCursor(
-                raw, prepare=prepare, binary=binary
-            )
+    db, inner, text, _key = _inner_cursor(statement, alias, prepare, binary)
     cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
-    cursor.execute(statement, params)
+    cursor.execute(text, params)
     return cursor
+
+
+def _fetch(
+    statement: str | Composable, params: Any, alias: str | None, prepare: bool, how: int
+) -> tuple[Any, Any, bool]:
+    """Run a statement and fetch its result: (cursor, rows or first row or rowcount, fixed).
+
+    ``how``: :data:`_ONE`, :data:`_ALL` or :data:`_COUNT`. ``fixed`` says whether the text
+    is a prepared constant (its row type can be cached). With no ``execute_wrapper`` hook
+    installed and no query logging, the statement skips Django's ``CursorWrapper`` and does
+    exactly what its ``execute`` and ``fetch*`` would do around psycopg: refuse to run in a
+    broken atomic block, and turn a driver error into Django's (marking the connection as
+    errored, as :class:`~django.db.utils.DatabaseErrorWrapper` does). Building that wrapper
+    and going through its layers was a third of the runner's time for a single send. With
+    hooks or logging (``DEBUG``, ``CaptureQueriesContext``, ``connection.execute_wrapper``)
+    every statement goes through the wrapper as before, so they see it.
+    """
+    db, inner, text, key = _inner_cursor(statement, alias, prepare, True)
+    if db.execute_wrappers or db.queries_logged:
+        cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
+        cursor.execute(text, params)
+    else:
+        if db.needs_rollback:
+            db.validate_no_broken_transaction()
+        cursor = inner
+    try:
+        if cursor is inner:
+            _EXECUTE(inner, text, params, prepare=inner._pgq_prepare, binary=True)
+        if how == _ONE:
+            return cursor, inner.fetchone(), key is not None
+        if how == _ALL:
+            rows = inner.fetchall()
+            if key is not None and len(rows) > _KEEP_RESULTS_UP_TO:
+                # A fixed statement's cursor would hold its result until the statement
+                # runs again: let a large one go now (a new cursor costs little per row).
+                _row_type(inner, statement, True)  # named from its description first
+                inner.close()
+                del inner.connection._pgq_cursors[key]
+            return cursor, rows, key is not None
+        return cursor, inner.rowcount, key is not None
+    except Exception:
+        with db.wrap_database_errors:  # re-raised as Django's error, as the wrapper does
+            raise
+
+
+_ONE, _ALL, _COUNT = 0, 1, 2
+# Rows a fixed statement's cursor may keep between two runs of it (see _fetch).
+_KEEP_RESULTS_UP_TO = 16
+_EXECUTE = psycopg.Cursor.execute
 
 
 # Statement text -> the named-tuple type of its rows, for prepared statements only: their
@@ -214,11 +318,10 @@ def run_one(
     prepare: bool = True,
 ) -> Any:
     """The statement's first row as a named tuple, or None when it returned none."""
-    cursor = execute(statement, params, alias, prepare=prepare)
-    row = cursor.fetchone()
+    cursor, row, fixed = _fetch(statement, params, alias, prepare, _ONE)
     if row is None:
         return None
-    return _row_type(cursor, statement, prepare and isinstance(statement, str))._make(row)
+    return _row_type(cursor, statement, fixed)._make(row)
 
 
 def run_all(
@@ -235,11 +338,10 @@ def run_all(
     (a read's messages, matched to :data:`~pgq_django.sql.fragments.MESSAGE_COLUMNS` by the
     manager): naming a hundred rows first cost a fifth of the client's time to load them.
     """
-    cursor = execute(statement, params, alias, prepare=prepare)
-    rows: list[Any] = cursor.fetchall()
+    cursor, rows, fixed = _fetch(statement, params, alias, prepare, _ALL)
     if not rows or not named:
-        return rows
-    make = _row_type(cursor, statement, prepare and isinstance(statement, str))._make
+        return rows  # type: ignore[no-any-return]
+    make = _row_type(cursor, statement, fixed)._make
     return [make(row) for row in rows]
 
 
@@ -251,4 +353,4 @@ def run_rowcount(
     prepare: bool = True,
 ) -> int:
     """Run a statement for its effect (DDL, locks, settings); returns the rows it touched."""
-    return int(execute(statement, params, alias, prepare=prepare).rowcount)
+    return int(_fetch(statement, params, alias, prepare, _COUNT)[1])

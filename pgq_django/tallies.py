@@ -31,6 +31,8 @@ from datetime import UTC, datetime
 
 from django.db import connections
 
+from .db import django_connection
+
 logger = logging.getLogger("pgq_django.tallies")
 
 # Seconds between two writes of a process's sums.
@@ -142,7 +144,7 @@ def deferred(alias: str) -> bool:
     Read from the connection's state without connecting: a connection not yet open reports
     no autocommit, and the statement then counts for itself (always correct).
     """
-    db = connections[alias]
+    db = django_connection(alias)
     return bool(db.autocommit) and not db.in_atomic_block
 
 

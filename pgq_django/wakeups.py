@@ -14,16 +14,23 @@ How, per process and database alias (see :func:`leading` and :func:`owe`):
   always notifies, as before: its commit time is unknown, and PostgreSQL sends one
   notification per queue per transaction however many statements asked.
 - A send that left its notification out has committed when its statement returns
-  (autocommit), and is then *owed* a wake-up: this process's flusher thread notifies every
-  owed queue one interval after the last notification (the *trailing* edge), in one
-  statement on its own connection. That notification commits after the skipped send did,
-  so a consumer that started waiting before the send committed is woken by it: the leading
-  notification of an earlier send cannot have made it miss this one, because the trailing
-  one always follows.
+  (autocommit), and is then *owed* a wake-up. A later leading send on the same queue that
+  notified, and began after the owed sends had committed, pays the debt: its notification
+  commits after theirs did (:func:`covered`). Whatever is still owed when its deadline comes
+  — :data:`GRACE` intervals after the notification that preceded the first owed send —
+  this process's flusher thread notifies, in one statement on its own connection. Either
+  way the notification commits after the skipped send did, so a consumer that started
+  waiting before the send committed is woken by it: the leading notification of an earlier
+  send cannot have made it miss this one, because another one always follows.
+
+A steady stream of sends thus carries its own wake-ups (one per interval, in the leading
+sends' statements) and the flusher stays idle; it only speaks for a stream that stopped.
+Its deadline is half an interval later than the next leading send would come, so that send
+can finish first: the flusher's statement was a tenth of a single send's client time.
 
 A process that dies between a skipped send's commit and its trailing notification (at most
-one interval) loses that wake-up; the consumer's poll interval covers it, as it covers a
-lost LISTEN connection. ``PGQ["NOTIFY_INTERVAL"] = 0`` notifies on every send.
+:data:`GRACE` intervals) loses that wake-up; the consumer's poll interval covers it, as it
+covers a lost LISTEN connection. ``PGQ["NOTIFY_INTERVAL"] = 0`` notifies on every send.
 """
 
 from __future__ import annotations
@@ -42,6 +49,10 @@ logger = logging.getLogger("pgq_django.wakeups")
 
 # Seconds without an owed wake-up after which the flusher closes its connection.
 IDLE_CLOSE = 1.0
+# The flusher notifies an owed queue this many intervals after the notification that came
+# before the first owed send: later than the next leading send (one interval), which then
+# pays the debt in its own statement when sends keep coming.
+GRACE = 1.5
 
 
 class _Flusher:
@@ -52,8 +63,8 @@ class _Flusher:
         self.cond = threading.Condition()
         # (alias, queue) -> monotonic time of this process's last notification of it.
         self.last: dict[tuple[str, str], float] = {}
-        # alias -> queues owed a trailing wake-up.
-        self.owed: dict[str, set[str]] = {}
+        # alias -> queue owed a trailing wake-up -> [deadline, time of the latest owe].
+        self.owed: dict[str, dict[str, list[float]]] = {}
         self.thread: threading.Thread | None = None
 
     def leading(self, alias: str, queue: str, interval: float) -> bool:
@@ -65,16 +76,34 @@ class _Flusher:
             self.last[key] = now
             return True
 
-    def owe(self, alias: str, queue: str) -> None:
+    def owe(self, alias: str, queue: str, interval: float) -> None:
+        now = time.monotonic()
         with self.cond:
             was_idle = not self.owed
-            self.owed.setdefault(alias, set()).add(queue)
+            queues = self.owed.setdefault(alias, {})
+            entry = queues.get(queue)
+            if entry is None:
+                # Fixed when the debt starts: a later leading send that did not notify (a
+                # delayed one) cannot push it back.
+                deadline = self.last.get((alias, queue), now) + GRACE * interval
+                queues[queue] = [deadline, now]
+            else:
+                entry[1] = now
             if self.thread is None:
                 self.thread = threading.Thread(target=self._run, name="pgq-wakeups", daemon=True)
                 self.thread.start()
             if was_idle:
                 # Only an idle thread waits on the condition; a busy one flushes this too.
                 self.cond.notify()
+
+    def covered(self, alias: str, queue: str, since: float) -> None:
+        with self.cond:
+            queues = self.owed.get(alias)
+            entry = queues.get(queue) if queues else None
+            if entry is not None and entry[1] < since:
+                del queues[queue]  # type: ignore[union-attr]
+                if not queues:
+                    del self.owed[alias]
 
     def _run(self) -> None:
         while True:
@@ -85,7 +114,7 @@ class _Flusher:
                 time.sleep(0.1)
 
     def _once(self) -> None:
-        """Wait for an owed queue, wait out the interval, notify what is owed."""
+        """Wait for an owed queue, wait for its deadline, notify what is then due."""
         with self.cond:
             idle = not self.owed and not self.cond.wait(IDLE_CLOSE)
         if idle:
@@ -95,16 +124,11 @@ class _Flusher:
         with self.cond:
             while not self.owed:
                 self.cond.wait()
-            interval = float(settings.NOTIFY_INTERVAL)
-            # Wait out the interval since the latest notification of an owed queue.
-            latest = max(
-                (self.last.get((a, q), 0.0) for a, qs in self.owed.items() for q in qs),
-                default=0.0,
-            )
-        pause = latest + interval - time.monotonic()
+            due = min(entry[0] for queues in self.owed.values() for entry in queues.values())
+        pause = due - time.monotonic()
         if pause > 0:
             time.sleep(pause)
-        self.flush()
+        self.flush(due=time.monotonic())
 
     def _close_connections(self) -> None:
         with self.cond:
@@ -112,17 +136,23 @@ class _Flusher:
         for alias in aliases:
             connections[alias].close()
 
-    def flush(self) -> None:
-        """Notify every owed queue now (the flusher's thread, or at exit)."""
+    def flush(self, due: float | None = None) -> None:
+        """Notify the owed queues whose deadline is ``due`` or earlier (None: every one) now
+        (the flusher's thread; every one at exit)."""
+        taken: dict[str, list[str]] = {}
         with self.cond:
-            owed, self.owed = self.owed, {}
             now = time.monotonic()
-            for alias, queues in owed.items():
-                for queue in queues:
-                    self.last[(alias, queue)] = now
-        for alias, queues in owed.items():
+            for alias, queues in list(self.owed.items()):
+                for queue, entry in list(queues.items()):
+                    if due is None or entry[0] <= due:
+                        del queues[queue]
+                        taken.setdefault(alias, []).append(queue)
+                        self.last[(alias, queue)] = now
+                if not queues:
+                    del self.owed[alias]
+        for alias, names in taken.items():
             try:
-                _wake(alias, sorted(queues))
+                _wake(alias, sorted(names))
             except Exception as exc:  # the consumers' poll interval covers a lost wake-up
                 logger.warning("event=wakeup_failed alias=%s error=%s", alias, type(exc).__name__)
                 connections[alias].close()
@@ -170,7 +200,13 @@ def leading(alias: str, queue: str, *, autocommit: bool) -> bool:
 
 def owe(alias: str, queue: str) -> None:
     """A committed send on ``queue`` left its wake-up out: deliver one after the interval."""
-    _state.owe(alias, queue)
+    _state.owe(alias, queue, float(settings.NOTIFY_INTERVAL))
+
+
+def covered(alias: str, queue: str, since: float) -> None:
+    """A leading send on ``queue`` that began at ``since`` (``time.monotonic()``) notified
+    and has committed: it pays what sends that committed before it began were owed."""
+    _state.covered(alias, queue, since)
 
 
 def flush() -> None:

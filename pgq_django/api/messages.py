@@ -79,7 +79,7 @@ def read(
         filters=v.filters(filters),
     )
     _raise_if_unreadable(name, messages, state)
-    return _named(messages, name)
+    return messages  # named by the manager (queue_name answers without a query)
 
 
 def _raise_if_unreadable(name: str, messages: list[Message], state: Any) -> None:
@@ -180,7 +180,7 @@ def pop(queue: QueueRef, qty: int = 1) -> list[Message]:
     name = v.name(queue)
     messages, state = message_manager().pop(name, qty=v.quantity(qty))
     _raise_if_unreadable(name, messages, state)
-    return _named(messages, name)
+    return messages  # named by the manager, as read's
 
 
 @recovers()

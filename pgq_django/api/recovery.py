@@ -35,9 +35,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from django.db import InterfaceError, OperationalError, connections
+from django.db import InterfaceError, OperationalError
 
-from ..conf import settings
+from ..db import django_connection
 from ..exceptions import ConnectionLost
 
 logger = logging.getLogger("pgq_django")
@@ -53,11 +53,15 @@ _active = threading.local()
 _EOF_GRACE_SECONDS = 0.2
 
 
+_POLL = hasattr(select, "poll")  # not on Windows
+_READABLE = select.POLLIN | select.POLLERR | select.POLLHUP if _POLL else 0
+
+
 def _socket_readable(fd: int, timeout: float = 0.0) -> bool:
     """Whether data (or end-of-file) waits on the socket, waiting at most ``timeout``."""
-    if hasattr(select, "poll"):
+    if _POLL:
         poller = select.poll()
-        poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+        poller.register(fd, _READABLE)
         return bool(poller.poll(int(timeout * 1000)))
     readable, _w, _x = select.select([fd], [], [], timeout)  # Windows: no poll()
     return bool(readable)
@@ -83,7 +87,16 @@ def _is_dead(raw: Any) -> bool:
         # (an idle Django connection does not LISTEN, so this is a dying session, not a
         # notification; the common case still costs one non-blocking poll).
         for attempt in range(4):
-            if not _socket_readable(pgconn.socket, _EOF_GRACE_SECONDS if attempt else 0.0):
+            if attempt == 0 and _POLL:
+                # One poll object per connection, registered once (its socket is the
+                # connection's for life): the common case is this one system call.
+                poller = getattr(raw, "_pgq_poller", None)
+                if poller is None:
+                    poller = raw._pgq_poller = select.poll()
+                    poller.register(pgconn.socket, _READABLE)
+                if not poller.poll(0):
+                    return False
+            elif not _socket_readable(pgconn.socket, _EOF_GRACE_SECONDS if attempt else 0.0):
                 return False
             pgconn.consume_input()
             if raw.closed:
@@ -99,7 +112,10 @@ def drop_dead_connection(alias: str | None = None) -> bool:
     Never touches a connection inside an atomic block (the caller's transaction is lost and
     must fail visibly).
     """
-    db = connections[alias or settings.DATABASE]
+    return _drop_if_dead(django_connection(alias))
+
+
+def _drop_if_dead(db: Any) -> bool:
     raw = db.connection
     if raw is None or db.in_atomic_block or not _is_dead(raw):
         return False
@@ -144,8 +160,8 @@ def _call_recovering(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> R:
-    db = connections[settings.DATABASE]
-    drop_dead_connection(db.alias)
+    db = django_connection()
+    _drop_if_dead(db)
     try:
         return func(*args, **kwargs)
     except (OperationalError, InterfaceError) as exc:

@@ -258,7 +258,9 @@ def unreserved_headers(value: Any) -> Any:
 
 def body(message: Any, headers: dict[str, Any] | None) -> str:
     """The message body as JSON text; a body marked as XML must be a well-formed XML string."""
-    content_type = str((headers or {}).get("content_type", "")).split(";")[0].strip().lower()
+    if not headers:
+        return _dumps(message, "message body")
+    content_type = str(headers.get("content_type", "")).split(";")[0].strip().lower()
     if content_type in XML_CONTENT_TYPES:
         _check_xml(message)
     elif content_type.startswith("text/") and not isinstance(message, str):

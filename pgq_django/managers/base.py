@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import models
+from django.db.models.base import ModelState
 
 from .. import db
 from ..conf import settings
@@ -53,8 +54,6 @@ class SqlManager(models.Manager):
         not start with MESSAGE_COLUMNS goes through ``from_db`` as usual. ``queue_name``, when
         given, is what ``Message.queue_name`` answers without a query.
         """
-        from django.db.models.base import ModelState
-
         model = self.model
         alias = self._db_alias()
         fast = _plain_columns(model)
@@ -67,7 +66,10 @@ class SqlManager(models.Manager):
                 continue
             values = row if offset == 0 and len(row) == width else row[offset:end]
             if not fast:
-                objs.append(model.from_db(alias, MESSAGE_COLUMNS, list(values)))
+                made = model.from_db(alias, MESSAGE_COLUMNS, list(values))
+                if queue_name is not None:
+                    made.__dict__["_queue_name"] = queue_name
+                objs.append(made)
                 continue
             obj = new(model)
             fields = obj.__dict__

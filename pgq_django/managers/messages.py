@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import operator
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,6 +45,7 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         # process's sums (pgq_django.tallies) instead of costing a row in the statement, and
         # its wake-up can be throttled (pgq_django.wakeups).
         deferred = tallies.deferred(alias)
+        since = time.monotonic()
         notify = wakeups.leading(alias, queue, autocommit=deferred)
         params = {
             "queue": queue,
@@ -54,11 +56,12 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
             **options,
         }
         row = self._one(sql.SEND_UNCOUNTED if deferred else sql.SEND, params)
-        if row.msg_ids:
-            if deferred:
-                tallies.add(alias, row.found_queue_id, "sent", len(row.msg_ids))
+        if row.msg_ids and deferred:  # committed (autocommit)
+            tallies.add(alias, row.found_queue_id, "sent", len(row.msg_ids))
             if not notify:
-                wakeups.owe(alias, queue)  # committed (autocommit): wake after the interval
+                wakeups.owe(alias, queue)  # wake after the interval, unless a later send does
+            elif row.notified:
+                wakeups.covered(alias, queue, since)  # this send woke for the earlier ones
         return row.found_queue_id, row.msg_ids, row.queue_full
 
     def wake(self, queues: Sequence[str]) -> int:
@@ -73,7 +76,7 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
 
         Returns (messages, queue state): the state (see :meth:`queue_state`) is looked up
         only when nothing was leased, so the caller can tell an empty queue from a missing
-        or paused one without a query of its own.
+        or paused one without a query of its own. Each message knows its ``queue_name``.
         """
         clause, params = _filter_clause(filters or {})
         params.update(queue=queue, qty=qty, vt=vt, max_bytes=settings.READ_MAX_BYTES)
@@ -119,10 +122,15 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
 
     def ack(self, queue: str, refs: Sequence[MessageRef], *, result: str | None = None) -> Any:
         """Delete (or archive as acked); returns (queue_id or None, [deleted ids])."""
-        params = {"queue": queue, "result": result, **refs_params(refs)}
         alias = self._db_alias()
         deferred = tallies.deferred(alias)  # see send_bodies
-        shapes = sql.DELETE_UNCOUNTED if deferred else sql.DELETE
+        params: dict[str, Any]
+        if len(refs) == 1:
+            params = {"queue": queue, "result": result, "msg_id": refs[0][0], "ct": refs[0][1]}
+            shapes = sql.DELETE_ONE_UNCOUNTED if deferred else sql.DELETE_ONE
+        else:
+            params = {"queue": queue, "result": result, **refs_params(refs)}
+            shapes = sql.DELETE_UNCOUNTED if deferred else sql.DELETE
         archives = _ARCHIVES_ON_ACK.get(queue, False)
         row = self._one(shapes[archives], params)
         if row.found_queue_id is None:

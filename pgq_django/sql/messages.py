@@ -64,8 +64,8 @@ SELECT (SELECT id FROM q) AS found_queue_id,
 
 # -- send -- Insert messages into a queue, in input order, count them, and wake listeners
 # unless %(notify)s is false (a throttled send: pgq_django.wakeups owes it a wake-up after
-# its commit). Inserts nothing, and answers queue_full = true, when max_length leaves no
-# room for them all.
+# its commit); ``notified`` answers whether it did (1) or not (0). Inserts nothing, and
+# answers queue_full = true, when max_length leaves no room for them all.
 SEND = _send(True)
 
 # -- send_uncounted -- SEND without the counter row, for a send that commits on its own
@@ -177,7 +177,16 @@ SELECT (SELECT id FROM q) AS found_queue_id, ARRAY(SELECT msg_id FROM d ORDER BY
 """
 
 
-def _delete(archives: bool, counted_here: bool) -> str:
+# One message, as most acks are: the same fence with scalar parameters, so neither the
+# client nor the server builds arrays and hashed sub-plans for a single id.
+_FENCED_ID = """
+    m.msg_id = %(msg_id)s::bigint
+    AND (%(ct)s::int IS NULL OR m.read_ct = %(ct)s::int)
+    AND m.queue_id = (SELECT id FROM q)
+"""
+
+
+def _delete(archives: bool, counted_here: bool, fence: str = _FENCED_IDS) -> str:
     """DELETE's text for one queue shape, with or without its 'acked' counter row."""
     kind = "archive_on_ack" if archives else "NOT archive_on_ack"
     returning = M_COLS if archives else "m.msg_id"
@@ -198,7 +207,7 @@ def _delete(archives: bool, counted_here: bool) -> str:
     return f"""
 WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s AND {kind}),
 d AS (
-    DELETE FROM pgq_message m WHERE {_FENCED_IDS}
+    DELETE FROM pgq_message m WHERE {fence}
     RETURNING {returning}
 ){archive}{count}{_ACTED_ON}"""
 
@@ -212,6 +221,15 @@ DELETE = {archives: _delete(archives, True) for archives in (False, True)}
 # -- delete_uncounted -- DELETE without the counter row, for an ack that commits on its own
 # (autocommit): pgq_django.tallies adds it to the process's sums once it has committed.
 DELETE_UNCOUNTED = {archives: _delete(archives, False) for archives in (False, True)}
+
+# -- delete_one -- DELETE of one message (%(msg_id)s, fenced by %(ct)s unless it is NULL),
+# the usual ack; same shapes and answer as DELETE.
+DELETE_ONE = {archives: _delete(archives, True, _FENCED_ID) for archives in (False, True)}
+
+# -- delete_one_uncounted -- DELETE_ONE without the counter row, as DELETE_UNCOUNTED.
+DELETE_ONE_UNCOUNTED = {
+    archives: _delete(archives, False, _FENCED_ID) for archives in (False, True)
+}
 
 # -- archive -- Move messages to the archive with an outcome (PGMQ archive).
 ARCHIVE = f"""

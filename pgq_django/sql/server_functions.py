@@ -29,6 +29,8 @@ WRAPPED = (
     *(text.format(filters="") for text in messages.POP.values()),
     *messages.DELETE.values(),
     *messages.DELETE_UNCOUNTED.values(),
+    *messages.DELETE_ONE.values(),
+    *messages.DELETE_ONE_UNCOUNTED.values(),
     messages.ARCHIVE,
     messages.SET_VT,
     messages.NACK,

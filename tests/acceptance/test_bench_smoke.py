@@ -46,6 +46,23 @@ def test_quick_core_benchmark_prints_a_table_of_numeric_ratios(transactional_db:
     assert "results: " in out
 
 
+def test_quick_cpu_benchmark_prints_cpu_per_message_and_leaves_no_queues(
+    transactional_db: Any,
+) -> None:
+    """``bench.core_cpu``: client and server CPU per message of the single-consumer cases."""
+    import pgq_django as pgq
+
+    out = run_quick_bench("bench.core_cpu")
+    for case in CASES[:4]:
+        row = re.search(
+            rf"^\| {re.escape(case)} +\| ({NUMBER}) +\| ({NUMBER}) +\| ({NUMBER}) +\|", out, re.M
+        )
+        assert row, f"no numeric row for {case!r} in:\n{out}"
+        assert float(row.group(1).replace(",", "")) > 0  # the client's CPU is never nothing
+    assert "results: " in out
+    assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_core_")]
+
+
 def test_quick_benchmark_leaves_no_queues_behind(transactional_db: Any) -> None:
     """The run above (or any run) drops its queues; a fresh run here does too."""
     import pgq_django as pgq

@@ -233,6 +233,20 @@ def test_rows_come_back_with_named_fields(queue: Any) -> None:
     assert type(plain) is tuple and plain == tuple(row)
 
 
+def test_a_statement_keeps_working_after_its_large_result_is_let_go(queue: Any) -> None:
+    # A fixed statement has a cursor of its own (pgq_django.db), closed after a large
+    # result so that the result is not held until the statement runs again.
+    ids = pgq.send_batch(queue, [{"n": n} for n in range(40)])
+    first = pgq.read(queue, qty=20)
+    second = pgq.read(queue, qty=20)
+    assert [m.msg_id for m in first + second] == ids
+    assert pgq.delete(queue, [m.receipt for m in first + second]) == ids
+    assert pgq.read(queue) == []
+    assert pgq.send(queue, {"n": 40}) > ids[-1]
+    [last] = pgq.read(queue, qty=20)
+    assert last.message == {"n": 40}
+
+
 # -- the plan of the hot-path read ----------------------------------------------------------
 
 

@@ -8,7 +8,8 @@ import psycopg
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
-from django.db import connections, transaction
+from django.db import DatabaseError, connection, connections, transaction
+from django.db.transaction import TransactionManagementError
 
 import pgq_django as pgq
 from pgq_django.notify import connection_params
@@ -53,6 +54,55 @@ def test_a_delete_inside_a_failed_transaction_leaves_the_message_queued(queue_na
         pgq.delete(queue_name, m.receipt)
         raise RuntimeError("handler crashed")
     assert [x.msg_id for x in pgq.read(queue_name)] == [msg_id]
+
+
+# The queue statements skip Django's cursor wrapper when no hook needs it
+# (pgq_django.db._fetch); these pin down that they still behave as Django's queries do.
+
+
+def test_no_queue_statement_runs_in_a_transaction_that_must_roll_back(queue_name):
+    pgq.create_queue(queue_name)
+    with transaction.atomic():
+        with pytest.raises(RuntimeError), transaction.atomic(savepoint=False):
+            raise RuntimeError("an inner block failed without a savepoint")
+        with pytest.raises(TransactionManagementError):
+            pgq.send(queue_name, {"after": "the failure"})
+        with pytest.raises(TransactionManagementError):
+            pgq.read(queue_name)
+    assert pgq.metrics(queue_name).queue_length == 0
+
+
+def test_a_failing_queue_statement_raises_djangos_error_and_spoils_the_transaction(queue_name):
+    pgq.create_queue(queue_name)
+    with pytest.raises(DatabaseError) as failed, transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION READ ONLY")
+        pgq.send(queue_name, {"refused": True})
+    assert type(failed.value).__module__ == "django.db.utils"
+    assert isinstance(failed.value.__cause__, psycopg.errors.ReadOnlySqlTransaction)
+    # The connection is usable again once the transaction rolled back.
+    assert pgq.send(queue_name, {"n": 1}) > 0
+
+
+def test_execute_wrappers_and_query_logging_see_the_queue_statements(queue_name):
+    from django.test.utils import CaptureQueriesContext
+
+    pgq.create_queue(queue_name)
+    seen: list[str] = []
+
+    def spy(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(spy):
+        msg_id = pgq.send(queue_name, {"n": 1})
+        [message] = pgq.read(queue_name)
+    assert message.msg_id == msg_id
+    assert [s for s in seen if "INSERT INTO pgq_message" in s]
+    assert [s for s in seen if "UPDATE pgq_message" in s]
+    with CaptureQueriesContext(connection) as captured:
+        assert pgq.delete(queue_name, message.receipt) is True
+    assert len(captured.captured_queries) == 1
 
 
 def test_async_twins_send_and_read(queue_name):
