@@ -13,6 +13,7 @@ from django.db.transaction import TransactionManagementError
 
 import pgq_django as pgq
 from pgq_django.notify import connection_params
+from pgq_django.server_functions import statement_run_by
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,7 +92,7 @@ def test_execute_wrappers_and_query_logging_see_the_queue_statements(queue_name)
     seen: list[str] = []
 
     def spy(execute, sql, params, many, context):
-        seen.append(sql)
+        seen.append(statement_run_by(sql))  # behind a pooler, the call of its function
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(spy):
