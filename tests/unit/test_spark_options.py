@@ -78,6 +78,8 @@ def _archive_stream(starting: str) -> Any:
     return ArchiveStreamReader(opts)
 
 
+# The stream reader is PySpark's class: these run with the Spark tests (marker ``spark``).
+@pytest.mark.spark
 @pytest.mark.parametrize(
     ("starting", "offset"),
     [
@@ -92,6 +94,7 @@ def test_an_archive_stream_starts_each_id_space_where_asked(
     assert _archive_stream(starting).initialOffset() == offset
 
 
+@pytest.mark.spark
 def test_an_archive_stream_plans_each_id_space_and_reads_old_checkpoints() -> None:
     reader = _archive_stream("earliest")
     start = {"msg_id": 10, "transient": TRANSIENT_FIRST_ID + 4}
