@@ -225,6 +225,25 @@ def fresh_database() -> Iterator[str]:
             )
 
 
+@contextmanager
+def statements_run() -> Iterator[list[str]]:
+    """Every statement this thread's default connection runs meanwhile (Django's
+    ``execute_wrapper``); behind a pooler a hot statement runs as a call of its function,
+    recorded as the statement it runs."""
+    from django.db import connection
+
+    from pgq_django.server_functions import statement_run_by
+
+    seen: list[str] = []
+
+    def record(execute: Any, sql: Any, params: Any, many: bool, context: Any) -> Any:
+        seen.append(statement_run_by(str(sql)))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        yield seen
+
+
 def wait_until(
     condition: Callable[[], object], *, timeout: float = 60.0, what: str = "condition"
 ) -> None:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,11 +20,10 @@ from django.db import connection, connections, transaction
 from django.utils import timezone
 
 import pgq_django as pgq
-from pgq_django.server_functions import statement_run_by
 from pgq_django.sql import messages as message_sql
 from pgq_django.worker import registry
 from pgq_django.worker.loop import Worker
-from tests.conftest import wait_for_workers, wait_until
+from tests.conftest import statements_run, wait_for_workers, wait_until
 from tests.worker_handlers import EFFECTS_DDL
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,19 +86,6 @@ def batch_worker(queue: Any, func: Callable[[Any], Any], size: int = 10) -> Work
     )
 
 
-@contextmanager
-def statements() -> Iterator[list[str]]:
-    """Every statement this thread's connection runs meanwhile (Django's execute_wrapper)."""
-    seen: list[str] = []
-
-    def record(execute: Any, sql: Any, params: Any, many: bool, context: Any) -> Any:
-        seen.append(statement_run_by(str(sql)))  # behind a pooler, the call of its function
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(record):
-        yield seen
-
-
 # -- one transaction, one ack -----------------------------------------------------------------
 
 
@@ -115,7 +100,7 @@ def test_a_batch_acks_every_success_in_one_statement_and_nacks_the_failure(effec
             raise ValueError("this one fails")
 
     worker = batch_worker(q, handler)
-    with statements() as seen:
+    with statements_run() as seen:
         assert worker.work_once()
     assert sum(s in ACK_STATEMENTS for s in seen) == 1
     assert sum(s.startswith("SAVEPOINT") for s in seen) == 8  # one per handler
@@ -129,7 +114,7 @@ def test_a_batch_acks_every_success_in_one_statement_and_nacks_the_failure(effec
 def test_a_handler_that_touches_no_database_costs_no_savepoint(make_queue, transactional_db):
     q = make_queue()
     pgq.send_batch(q, [{} for _ in range(5)])
-    with statements() as seen:
+    with statements_run() as seen:
         assert batch_worker(q, lambda m: None).work_once()
     assert not [s for s in seen if s.startswith("SAVEPOINT")]
     assert sum(s in ACK_STATEMENTS for s in seen) == 1
@@ -253,7 +238,7 @@ def test_a_batch_of_writing_handlers_never_overflows_the_subtransaction_cache(ef
             cur.execute(SUBXACT_STATE)
             states.append(cur.fetchone())
 
-    with statements() as seen:
+    with statements_run() as seen:
         assert batch_worker(q, handler, size=150).work_once()
     if observable:
         assert len(states) == 150
@@ -306,7 +291,7 @@ def test_results_are_archived_per_message_one_ack_per_distinct_result(make_queue
         n = message.message["n"]
         return float("nan") if n == 5 else {"odd": n % 2}
 
-    with statements() as seen:
+    with statements_run() as seen:
         assert batch_worker(q, parity).work_once()
     # {"odd": 0}, {"odd": 1} and the note for the NaN no jsonb can hold: three acks.
     assert sum(s in ACK_STATEMENTS for s in seen) == 3
@@ -454,7 +439,7 @@ def test_a_decorated_handler_can_ask_for_batch_commit(effects_queue):
         assert (entry.batch, entry.batch_commit) == (5, True)
         ids = pgq.send_batch(q, [{} for _ in range(7)])
         worker = Worker(handlers={q.name: entry}, once=True, lead=False)
-        with statements() as seen:
+        with statements_run() as seen:
             while worker.work_once():
                 pass
         assert sum(s in ACK_STATEMENTS for s in seen) == 2  # batches of 5 and 2
@@ -620,7 +605,7 @@ def test_complete_acknowledges_a_list_of_receipts_in_one_statement(make_queue, t
         pgq.complete(q, [m.receipt for m in leased], result=float("inf"))
     assert pgq.metrics(q).queue_length == 3  # the refusal changed nothing
     assert pgq.complete(q, 2**40) is False  # (the process learns the queue's shape, once)
-    with statements() as seen:
+    with statements_run() as seen:
         acked = pgq.complete(q, [m.receipt for m in leased], result={"ok": True})
     assert sorted(acked) == ids[1:]
     assert sum(s in ACK_STATEMENTS for s in seen) == 1

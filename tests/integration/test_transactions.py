@@ -13,7 +13,7 @@ from django.db.transaction import TransactionManagementError
 
 import pgq_django as pgq
 from pgq_django.notify import connection_params
-from pgq_django.server_functions import statement_run_by
+from tests.conftest import statements_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -89,13 +89,7 @@ def test_execute_wrappers_and_query_logging_see_the_queue_statements(queue_name)
     from django.test.utils import CaptureQueriesContext
 
     pgq.create_queue(queue_name)
-    seen: list[str] = []
-
-    def spy(execute, sql, params, many, context):
-        seen.append(statement_run_by(sql))  # behind a pooler, the call of its function
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(spy):
+    with statements_run() as seen:
         msg_id = pgq.send(queue_name, {"n": 1})
         [message] = pgq.read(queue_name)
     assert message.msg_id == msg_id

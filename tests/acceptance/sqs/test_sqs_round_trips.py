@@ -18,11 +18,11 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from django.contrib.auth import get_user_model
-from django.db import connection
 
 import pgq_django as pgq
 from pgq_django.models import AccessKey
 from pgq_django.sqs import protocol
+from tests.conftest import statements_run
 
 ENDPOINT = "http://testserver/sqs/"
 
@@ -52,13 +52,7 @@ def _wire(key: AccessKey, secret: str, action: str, params: dict[str, Any]):
 
 
 def _statements(request: protocol.WireRequest) -> tuple[Any, list[str]]:
-    seen: list[str] = []
-
-    def record(execute, sql, params, many, context):
-        seen.append(str(sql))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(record):
+    with statements_run() as seen:
         answer = protocol.handle(request)
     return answer, seen
 

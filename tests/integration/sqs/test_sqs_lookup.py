@@ -23,6 +23,7 @@ from pgq_django import access
 from pgq_django.models import AccessKey, Queue
 from pgq_django.sqs import lookup
 from pgq_django.sqs.auth import Caller
+from tests.conftest import statements_run
 
 
 def _user(name: str, **flags):
@@ -126,13 +127,7 @@ def test_one_query_and_no_orm_compilation_per_call(world):
     member = users[4]
     caller = _caller(member, keys[member.pk], confirmed=False)
     lookup.queue_for(caller, "write", "looked_up")  # compiles this shape
-    statements: list[str] = []
-
-    def record(execute, sql, params, many, context):
-        statements.append(sql)
-        return execute(sql, params, many, context)
-
-    with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(record):
+    with CaptureQueriesContext(connection) as queries, statements_run() as statements:
         assert lookup.queue_for(caller, "write", "looked_up") is not None
     assert len(queries) == 1
     assert len(statements) == 1
