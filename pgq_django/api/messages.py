@@ -88,12 +88,6 @@ def _raise_if_unreadable(name: str, messages: list[Message], state: Any) -> None
         raise queue_missing(name)
 
 
-def _named(messages: list[Message], name: str) -> list[Message]:
-    for m in messages:
-        m.queue_name = name
-    return messages
-
-
 def _poll_window(
     queue: Any, max_poll_seconds: Any, poll_interval_ms: Any
 ) -> tuple[str, float, float]:
@@ -187,10 +181,11 @@ def pop(queue: QueueRef, qty: int = 1) -> list[Message]:
 def read_by_id(queue: QueueRef, msg_id: MessageRef) -> Message | None:
     """One message of the queue by id, leased or not, without leasing it."""
     name = v.name(queue)
+    message: Message | None  # named by the manager
     queue_id, message = message_manager().read_by_id(name, message_ref(msg_id)[0])
     if queue_id is None:
         raise queue_missing(name)
-    return _named([message], name)[0] if message else None
+    return message
 
 
 @recovers()
@@ -223,10 +218,11 @@ def archive(queue: QueueRef, msg_ids: MessageRefs) -> bool | list[int]:
 def set_vt(queue: QueueRef, msg_id: MessageRef, vt: Duration) -> Message | None:
     """Make a message visible ``vt`` seconds from now (extend a lease, or end it with 0)."""
     name = v.name(queue)
+    message: Message | None  # named by the manager
     queue_id, message = message_manager().set_vt(name, message_ref(msg_id), v.seconds(vt, "vt"))
     if queue_id is None:
         raise queue_missing(name)
-    return _named([message], name)[0] if message else None
+    return message
 
 
 @recovers()

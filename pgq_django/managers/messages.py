@@ -117,7 +117,7 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         row = self._one(sql.READ_BY_ID, {"queue": queue, "msg_id": msg_id})
         if row is None:
             return None, None
-        found = self._instances([row], offset=1)
+        found = self._instances([row], offset=1, queue_name=queue)
         return row.found_queue_id, found[0] if found else None
 
     def ack(self, queue: str, refs: Sequence[MessageRef], *, result: str | None = None) -> Any:
@@ -165,7 +165,7 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
     def set_vt(self, queue: str, ref: MessageRef, vt: float) -> tuple[int | None, Any]:
         params = {"queue": queue, "msg_id": ref[0], "ct": ref[1], "vt": vt}
         row = self._one(sql.SET_VT, params)
-        found = self._instances([row], offset=1)
+        found = self._instances([row], offset=1, queue_name=queue)
         return row.found_queue_id, found[0] if found else None
 
     def nack(

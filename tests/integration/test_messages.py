@@ -45,6 +45,16 @@ def test_send_batch_returns_ids_in_input_order(queue):
     assert pgq.send_batch(queue, []) == []
 
 
+def test_messages_the_api_answers_know_their_queue_without_a_query(
+    queue, django_assert_num_queries
+):
+    msg_id = pgq.send(queue, "named")
+    [leased] = pgq.read(queue, vt=30)
+    answers = [leased, pgq.read_by_id(queue, msg_id), pgq.set_vt(queue, leased.receipt, 30)]
+    with django_assert_num_queries(0):
+        assert [m.queue_name for m in answers] == [queue.name] * 3
+
+
 def test_read_leases_a_message_until_its_visibility_timeout(queue):
     msg_id = pgq.send(queue, "hello")
     [m] = pgq.read(queue, vt=0.3)
