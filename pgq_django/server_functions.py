@@ -61,6 +61,10 @@ class _Placeholders:
         self.body = _PLACEHOLDER.sub(number, statement)
 
 
+# Each wrapped statement by its function's name.
+_BY_NAME = {statements.function_name(s): s for s in statements.WRAPPED}
+
+
 def install(using: str) -> list[str]:
     """Create (or replace) the function of every wrapped statement on database ``using``;
     returns the names made. A statement that cannot be described or wrapped is logged and
@@ -68,8 +72,7 @@ def install(using: str) -> list[str]:
     params = connections[using].get_connection_params()
     made = []
     with psycopg.connect(**params) as conn, conn.transaction():
-        for statement in dict.fromkeys(statements.WRAPPED):
-            name = statements.function_name(statement)
+        for name, statement in _BY_NAME.items():
             try:
                 with conn.transaction():
                     _create(conn, name, _Placeholders(statement).body)
@@ -113,9 +116,6 @@ def _create(conn: psycopg.Connection[Any], name: str, body: str) -> None:
             conn.execute(statements.DROP_WRAPPED_FUNCTION.format(signature=SQL(signature)))
     conn.execute(create)
 
-
-# Each wrapped statement by its function's name.
-_BY_NAME = {statements.function_name(s): s for s in statements.WRAPPED}
 
 # alias -> {statement text: its call}, for the statements whose function exists.
 _CALLS: dict[str, dict[str, str]] = {}

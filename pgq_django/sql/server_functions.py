@@ -89,14 +89,17 @@ def function_body(statement: str) -> str:
     return f"#variable_conflict use_column\nBEGIN\nRETURN QUERY {statement.strip()};\nEND"
 
 
+# How a call of such a function begins (see call_text and called_function).
+_CALL = "SELECT * FROM "
+
+
 def call_text(name: str, arguments: list[str]) -> str:
     """The call of function ``name``; ``arguments`` are its placeholders, each with its cast."""
-    return f"SELECT * FROM {name}({', '.join(arguments)})"
+    return f"{_CALL}{name}({', '.join(arguments)})"
 
 
 def called_function(sql: str) -> str | None:
     """The wrapped function a :func:`call_text` calls, or None for any other text."""
-    head = "SELECT * FROM pgq_fn_"
-    if not sql.startswith(head):
+    if not sql.startswith(_CALL + "pgq_fn_"):
         return None
-    return sql[len("SELECT * FROM ") : sql.index("(")]
+    return sql[len(_CALL) : sql.index("(")]
