@@ -125,7 +125,5 @@ class MessageQuerySet(models.QuerySet):
                 named=False,
             )
         manager: Any = self.model._default_manager.db_manager(alias)
-        messages = manager._instances(rows)
-        for message in messages:
-            message.queue_name = name
+        messages = manager._instances(rows, queue_name=name)
         return sorted(messages, key=lambda m: (m.priority, m.msg_id))
