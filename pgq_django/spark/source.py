@@ -182,14 +182,14 @@ class ArchiveStreamReader(DataSourceStreamReader):
 
     def initialOffset(self) -> dict[str, int]:
         start = self.opts.starting
-        if start == "earliest":
-            return {key: floor for key, floor in _SPACES}
         if start == "latest":
             return self._frontier()
+        if start == "earliest":
+            return _positions(None)
         after = int(start)
         # A msg_id starts its own space after it; the other space from its start.
         own = "transient" if after >= TRANSIENT_FIRST_ID else "msg_id"
-        return {key: after if key == own else floor for key, floor in _SPACES}
+        return {**_positions(None), own: after}
 
     def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict:
         frontier = self._frontier()
