@@ -79,10 +79,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="pgq_django.E007",
             )
         )
-    if not isinstance(settings.as_dict().get("SQS_ASGI_LEAN"), bool):
-        errors.append(
-            checks.Error(
-                "settings.PGQ['SQS_ASGI_LEAN'] must be True or False.", id="pgq_django.E008"
+    for name in ("SQS_ASGI_LEAN", "SERVER_FUNCTIONS"):
+        if not isinstance(settings.as_dict().get(name), bool):
+            errors.append(
+                checks.Error(f"settings.PGQ['{name}'] must be True or False.", id="pgq_django.E008")
             )
-        )
     return errors

@@ -37,6 +37,11 @@ def test_unknown_keys_bad_values_and_missing_databases_are_reported():
         assert [e.id for e in check_settings()] == ["pgq_django.E005"]
     with override_settings(PGQ={"DATABASE": "nowhere"}):
         assert [e.id for e in check_settings()] == ["pgq_django.E003"]
+    for bad in ("no", 0, None):
+        with override_settings(PGQ={"SERVER_FUNCTIONS": bad}):
+            errors = check_settings()
+        assert [e.id for e in errors] == ["pgq_django.E008"]
+        assert "SERVER_FUNCTIONS" in errors[0].msg
     with override_settings(PGQ=["not", "a", "dict"]):
         assert [e.id for e in check_settings()] == ["pgq_django.E001"]
 
