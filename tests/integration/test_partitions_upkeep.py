@@ -126,7 +126,7 @@ def test_new_live_partitions_get_the_autovacuum_settings_and_old_ones_are_tuned(
     live = _reloptions(f"pgq_message_r{lower}")
     assert live["autovacuum_vacuum_threshold"] == "1234"
     assert live["autovacuum_vacuum_scale_factor"] == "0.0"
-    assert live["fillfactor"] == "85"
+    assert live["fillfactor"] == "50"
     assert "autovacuum_vacuum_threshold" not in _reloptions(f"pgq_archived_message_r{lower}")
     assert any(a.startswith(f"tune {old} ") for a in actions)
     assert _reloptions(old)["autovacuum_vacuum_threshold"] == "1234"
