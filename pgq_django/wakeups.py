@@ -68,13 +68,16 @@ class _Flusher:
         self.thread: threading.Thread | None = None
 
     def leading(self, alias: str, queue: str, interval: float) -> bool:
+        # Without the lock (each dict access is atomic): two threads that both find the
+        # interval over both notify, which is harmless; one that skips on a value read as
+        # another thread renews it owes its wake-up (owe), which is always delivered.
         now = time.monotonic()
         key = (alias, queue)
-        with self.cond:
-            if now - self.last.get(key, -interval) < interval:
-                return False
-            self.last[key] = now
-            return True
+        last = self.last.get(key)
+        if last is not None and now - last < interval:
+            return False
+        self.last[key] = now
+        return True
 
     def owe(self, alias: str, queue: str, interval: float) -> None:
         now = time.monotonic()
@@ -132,7 +135,7 @@ class _Flusher:
 
     def _close_connections(self) -> None:
         with self.cond:
-            aliases = {a for a, _q in self.last}
+            aliases = {a for a, _q in list(self.last)}  # leading() adds keys unlocked
         for alias in aliases:
             connections[alias].close()
 
