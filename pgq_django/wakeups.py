@@ -60,7 +60,10 @@ class _Flusher:
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.cond = threading.Condition()
+        # The condition's own lock, also taken alone (a plain lock is a C call; entering the
+        # condition is two Python calls) where nothing waits or is woken.
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
         # (alias, queue) -> monotonic time of this process's last notification of it.
         self.last: dict[tuple[str, str], float] = {}
         # alias -> queue owed a trailing wake-up -> [deadline, time of the latest owe].
@@ -81,7 +84,7 @@ class _Flusher:
 
     def owe(self, alias: str, queue: str, interval: float) -> None:
         now = time.monotonic()
-        with self.cond:
+        with self.lock:  # the condition's: notify() below is allowed
             was_idle = not self.owed
             queues = self.owed.setdefault(alias, {})
             entry = queues.get(queue)
@@ -100,7 +103,7 @@ class _Flusher:
                 self.cond.notify()
 
     def covered(self, alias: str, queue: str, since: float) -> None:
-        with self.cond:
+        with self.lock:
             queues = self.owed.get(alias)
             entry = queues.get(queue) if queues else None
             if entry is not None and entry[1] < since:

@@ -102,6 +102,8 @@ def send_one(queue: QueueRef, message: Any, *, wait: Duration | None = None, **o
     budget = settings.SEND_BATCH_MAX_BYTES
     if size > budget:
         raise _batch_too_large(budget, size)
+    if deadline is None:
+        return _insert(name, [body], size, opts)[0]
     return _insert_waiting(name, [body], size, opts, deadline)[0]
 
 

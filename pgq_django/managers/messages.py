@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .. import tallies, wakeups
+from .. import db, tallies, wakeups
 from ..conf import settings
 from ..sql import messages as sql
 from ..sql.fragments import MESSAGE_COLUMNS, SEND_OPTION_DEFAULTS
@@ -72,7 +72,7 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
                 **SEND_OPTION_DEFAULTS,
                 **options,
             }
-        row = self._one(statement, params)
+        row = db.run_one(statement, params, alias)  # _one without finding the alias again
         if row.msg_ids and deferred:  # committed (autocommit)
             tallies.add(alias, row.found_queue_id, "sent", len(row.msg_ids))
             if not notify:
