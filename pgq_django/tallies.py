@@ -53,7 +53,9 @@ class _Sums:
     def add(self, alias: str, queue_id: int, kind: str, n: int) -> None:
         minute = int(time.time()) // 60 * 60
         with self.lock:
-            sums = self.pending.setdefault(alias, defaultdict(int))
+            sums = self.pending.get(alias)
+            if sums is None:
+                sums = self.pending[alias] = defaultdict(int)
             sums[(queue_id, kind, minute)] += n
             if self.thread is None:  # the thread clears it, under the lock, as it ends
                 self.thread = threading.Thread(target=self._run, name="pgq-tallies", daemon=True)

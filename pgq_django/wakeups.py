@@ -60,7 +60,10 @@ class _Flusher:
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.cond = threading.Condition()
+        # The condition's own lock, also taken alone (a plain lock is a C call; entering the
+        # condition is two Python calls) where nothing waits or is woken.
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
         # (alias, queue) -> monotonic time of this process's last notification of it.
         self.last: dict[tuple[str, str], float] = {}
         # alias -> queue owed a trailing wake-up -> [deadline, time of the latest owe].
@@ -68,17 +71,20 @@ class _Flusher:
         self.thread: threading.Thread | None = None
 
     def leading(self, alias: str, queue: str, interval: float) -> bool:
+        # Without the lock (each dict access is atomic): two threads that both find the
+        # interval over both notify, which is harmless; one that skips on a value read as
+        # another thread renews it owes its wake-up (owe), which is always delivered.
         now = time.monotonic()
         key = (alias, queue)
-        with self.cond:
-            if now - self.last.get(key, -interval) < interval:
-                return False
-            self.last[key] = now
-            return True
+        last = self.last.get(key)
+        if last is not None and now - last < interval:
+            return False
+        self.last[key] = now
+        return True
 
     def owe(self, alias: str, queue: str, interval: float) -> None:
         now = time.monotonic()
-        with self.cond:
+        with self.lock:  # the condition's: notify() below is allowed
             was_idle = not self.owed
             queues = self.owed.setdefault(alias, {})
             entry = queues.get(queue)
@@ -97,7 +103,7 @@ class _Flusher:
                 self.cond.notify()
 
     def covered(self, alias: str, queue: str, since: float) -> None:
-        with self.cond:
+        with self.lock:
             queues = self.owed.get(alias)
             entry = queues.get(queue) if queues else None
             if entry is not None and entry[1] < since:
@@ -132,7 +138,7 @@ class _Flusher:
 
     def _close_connections(self) -> None:
         with self.cond:
-            aliases = {a for a, _q in self.last}
+            aliases = {a for a, _q in list(self.last)}  # leading() adds keys unlocked
         for alias in aliases:
             connections[alias].close()
 

@@ -17,7 +17,7 @@ from ..types import Duration, MessageRef, MessageRefs, QueueRef
 from . import validation as v
 from .recovery import has_dedup_id, recovers
 from .refs import message_manager, message_ref, message_refs, queue_missing
-from .sending import SendOptions, refuse_inside_atomic, send_trusted
+from .sending import SendOptions, refuse_inside_atomic, send_one, send_trusted
 
 
 @recovers(has_dedup_id)
@@ -39,7 +39,9 @@ def send(
     most ``PGQ["MAX_WAIT_SECONDS"]``; not inside ``transaction.atomic()``, which the wait
     would hold open).
     """
-    return send_batch(queue, [message], wait=wait, **options)[0]
+    if "headers" in options:
+        v.unreserved_headers(options["headers"])
+    return send_one(queue, message, wait=wait, **options)
 
 
 @recovers(has_dedup_id)

@@ -87,6 +87,30 @@ def send_trusted(
         raise InvalidArgument(
             "dedup_id applies to one message; send them one by one.", field="dedup_id"
         )
+    return _insert_waiting(name, bodies, size, opts, deadline)
+
+
+def send_one(queue: QueueRef, message: Any, *, wait: Duration | None = None, **options: Any) -> int:
+    """:func:`pgq_django.send` after its reserved-header check: :func:`send_trusted` of one
+    message, with the same checks in the same order, without building and walking a batch
+    (a single send is the most common call; see docs/performance.md, issue 13)."""
+    name = v.name(queue)
+    opts = check_send_options(options) if options else _DEFAULT_OPTIONS
+    deadline = None if wait is None else wait_deadline(wait)
+    body = v.body(message, options.get("headers") if options else None)
+    size = len(body) if body.isascii() else len(body.encode())
+    budget = settings.SEND_BATCH_MAX_BYTES
+    if size > budget:
+        raise _batch_too_large(budget, size)
+    if deadline is None:
+        return _insert(name, [body], size, opts)[0]
+    return _insert_waiting(name, [body], size, opts, deadline)[0]
+
+
+def _insert_waiting(
+    name: str, bodies: list[str], size: int, opts: dict[str, Any], deadline: float | None
+) -> list[int]:
+    """Insert; under max_length with a deadline, try again until there is room or time."""
     pause = 0.02
     while True:
         try:
@@ -102,7 +126,10 @@ def send_trusted(
 def _insert(name: str, bodies: list[str], size: int, opts: dict[str, Any]) -> list[int]:
     if opts["dedup_id"] is not None:
         return [send_deduplicated(name, bodies[0], size=size, **opts)]
-    queue_id, ids, full = message_manager().send_bodies(name, bodies, size=size, **opts)
+    if opts is _DEFAULT_OPTIONS:  # the manager's defaults: no options to pass
+        queue_id, ids, full = message_manager().send_bodies(name, bodies, size=size)
+    else:
+        queue_id, ids, full = message_manager().send_bodies(name, bodies, size=size, **opts)
     if queue_id is None:
         raise queue_missing(name, size=size)
     if full:
@@ -135,13 +162,17 @@ def _bodies(messages: Iterable[Any], headers: Any) -> list[str]:
         body = v.body(message, headers)
         total += len(body)  # characters: a lower bound of the bytes, checked exactly below
         if total > budget and (total := sum(len(b.encode()) for b in (*bodies, body))) > budget:
-            raise MessageTooLarge(
-                f"The batch's bodies are more than {budget} bytes together "
-                "(PGQ['SEND_BATCH_MAX_BYTES']); split it.",
-                size=total,
-            )
+            raise _batch_too_large(budget, total)
         bodies.append(body)
     return bodies
+
+
+def _batch_too_large(budget: int, size: int) -> MessageTooLarge:
+    return MessageTooLarge(
+        f"The batch's bodies are more than {budget} bytes together "
+        "(PGQ['SEND_BATCH_MAX_BYTES']); split it.",
+        size=size,
+    )
 
 
 def wait_deadline(wait: Duration | None) -> float | None:

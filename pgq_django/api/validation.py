@@ -40,7 +40,7 @@ _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 def name(value: Any, *, kind: str = "queue") -> str:
     """A queue or exchange name: a model instance's ``name`` or a string matching the rule."""
-    if hasattr(value, "name") and not isinstance(value, str):
+    if type(value) is not str and hasattr(value, "name"):
         value = value.name
     if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
         raise InvalidName(

@@ -14,10 +14,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .. import tallies, wakeups
+from .. import db, tallies, wakeups
 from ..conf import settings
 from ..sql import messages as sql
-from ..sql.fragments import MESSAGE_COLUMNS
+from ..sql.fragments import MESSAGE_COLUMNS, SEND_OPTION_DEFAULTS
 from ..sql.queues import QUEUE_STATE
 from .base import MessageRef, SqlManager, refs_params
 from .counters import CounterMethods
@@ -39,7 +39,11 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
     """``Message.objects``: the lease/ack operations as single statements."""
 
     def send_bodies(self, queue: str, bodies: Sequence[str], *, size: int, **options: Any) -> Any:
-        """Insert JSON-encoded bodies; returns (queue_id or None, [msg_id, …], full)."""
+        """Insert JSON-encoded bodies; returns (queue_id or None, [msg_id, …], full).
+
+        ``options`` are the send options as statement parameters (see
+        :func:`pgq_django.api.validation.send_options`); any left out take their defaults.
+        """
         alias = self._db_alias()
         # Autocommit: the statement commits as it returns, so its count can join this
         # process's sums (pgq_django.tallies) instead of costing a row in the statement, and
@@ -47,15 +51,28 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         deferred = tallies.deferred(alias)
         since = time.monotonic()
         notify = wakeups.leading(alias, queue, autocommit=deferred)
-        params = {
-            "queue": queue,
-            "bodies": list(bodies),
-            "size": size,
-            "channel": settings.NOTIFY_CHANNEL,
-            "notify": notify,
-            **options,
-        }
-        row = self._one(sql.SEND_UNCOUNTED if deferred else sql.SEND, params)
+        if deferred and len(bodies) == 1 and (not options or options == SEND_OPTION_DEFAULTS):
+            # The usual send: one body, no options (their defaults are in the text).
+            statement = sql.SEND_PLAIN
+            params = {
+                "queue": queue,
+                "body": bodies[0],
+                "size": size,
+                "channel": settings.NOTIFY_CHANNEL,
+                "notify": notify,
+            }
+        else:
+            statement = sql.SEND_UNCOUNTED if deferred else sql.SEND
+            params = {
+                "queue": queue,
+                "bodies": list(bodies),
+                "size": size,
+                "channel": settings.NOTIFY_CHANNEL,
+                "notify": notify,
+                **SEND_OPTION_DEFAULTS,
+                **options,
+            }
+        row = db.run_one(statement, params, alias)  # _one without finding the alias again
         if row.msg_ids and deferred:  # committed (autocommit)
             tallies.add(alias, row.found_queue_id, "sent", len(row.msg_ids))
             if not notify:

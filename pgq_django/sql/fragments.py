@@ -58,24 +58,60 @@ HAS_ROOM = """({q}.max_length IS NULL OR {q}.max_length >= {n} + (
                           LIMIT {q}.max_length) r))"""
 
 
-def insert_messages(queue: str, body: str, *, msg_id: str | None = None) -> str:
+# The send options a new message takes (headers, attributes, label, priority, delay,
+# expires_in, group, dedup_id, max_retries, retry_delay), each as the value of a send that
+# gives none: what pgq_django.api.validation.send_options() answers without arguments (a
+# test keeps the two equal). The manager compares a send's options with these to pick the
+# statement that has them as constants (SEND_PLAIN) instead of parameters.
+SEND_OPTION_DEFAULTS: dict[str, str | int | None] = {
+    "headers": "{}",
+    "attributes": "{}",
+    "label": None,
+    "priority": 0,
+    "delay": None,
+    "expires_in": None,
+    "group": None,
+    "dedup_id": None,
+    "max_retries": None,
+    "retry_delay": None,
+}
+
+
+def _constant(value: str | int | None) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, int):
+        return str(value)
+    return "'" + value.replace("'", "''") + "'"
+
+
+# The send options in a statement: the named parameters every send takes, or (a send that
+# gives none) their defaults written in as constants, so nothing is bound for them.
+OPTION_PARAMETERS = {name: f"%({name})s" for name in SEND_OPTION_DEFAULTS}
+OPTION_DEFAULTS = {name: _constant(value) for name, value in SEND_OPTION_DEFAULTS.items()}
+
+
+def insert_messages(
+    queue: str, body: str, *, msg_id: str | None = None, options: dict[str, str] | None = None
+) -> str:
     """``INSERT INTO pgq_message … SELECT`` of a new message into each row of ``queue``.
 
     ``queue`` names a row source with the queue's ``id``, ``durable``, ``delivery_delay``
-    and ``retention``; ``body`` is the jsonb body expression; the send options are the named
-    parameters every send takes (headers, attributes, label, priority, delay, expires_in,
-    group, dedup_id, max_retries, retry_delay). ``msg_id`` is an id drawn beforehand (see
-    :func:`next_msg_id`); without it one is drawn here from the queue's id space (never the
-    column default, which knows only the durable space). The caller adds the ``FROM``,
+    and ``retention``; ``body`` is the jsonb body expression; ``options`` spells the send
+    options (:data:`OPTION_PARAMETERS`, the default: the named parameters every send takes;
+    :data:`OPTION_DEFAULTS`: a send without options). ``msg_id`` is an id drawn beforehand
+    (see :func:`next_msg_id`); without it one is drawn here from the queue's id space (never
+    the column default, which knows only the durable space). The caller adds the ``FROM``,
     ordering and ``RETURNING``.
     """
+    o = OPTION_PARAMETERS if options is None else options
     return f"""INSERT INTO pgq_message ({COLS})
-    SELECT {msg_id or next_msg_id(queue)}, {queue}.id, {body}, %(headers)s::jsonb, %(attributes)s::jsonb, %(label)s,
-           %(priority)s, 0, clock_timestamp(),
-           clock_timestamp() + make_interval(secs => coalesce(%(delay)s, {queue}.delivery_delay)),
+    SELECT {msg_id or next_msg_id(queue)}, {queue}.id, {body}, {o["headers"]}::jsonb, {o["attributes"]}::jsonb, {o["label"]},
+           {o["priority"]}, 0, clock_timestamp(),
+           clock_timestamp() + make_interval(secs => coalesce({o["delay"]}, {queue}.delivery_delay)),
            clock_timestamp() + make_interval(secs => least({queue}.retention,
-                                                           coalesce(%(expires_in)s, {queue}.retention))),
-           %(group)s, %(dedup_id)s, %(max_retries)s, %(retry_delay)s, false"""  # noqa: E501
+                                                           coalesce({o["expires_in"]}, {queue}.retention))),
+           {o["group"]}, {o["dedup_id"]}, {o["max_retries"]}, {o["retry_delay"]}, false"""  # noqa: E501
 
 
 def archive_rows(

@@ -12,6 +12,8 @@ from .fragments import (
     COLS,
     HAS_ROOM,
     M_COLS,
+    OPTION_DEFAULTS,
+    OPTION_PARAMETERS,
     archive_rows,
     count_one,
     count_rows,
@@ -31,9 +33,11 @@ _RELAX_COMMIT = """,
         WHERE NOT q.durable) AS relaxed_commit"""
 
 
-def _send(counted_here: bool) -> str:
+def _send(counted_here: bool, *, plain: bool = False) -> str:
     """SEND's text: with its 'sent' counter row, or (a send that is its own transaction)
-    without it and with the relaxed commit of a non-durable queue (see SEND_UNCOUNTED)."""
+    without it and with the relaxed commit of a non-durable queue (see SEND_UNCOUNTED).
+    ``plain``: one body (``%(body)s``, not an array) and the send options' defaults as
+    constants (see SEND_PLAIN)."""
     count = (
         f""", counted AS (
     {counted("SELECT q.id, 'sent', (SELECT count(*) FROM ins), clock_timestamp() FROM room q")}
@@ -42,22 +46,30 @@ def _send(counted_here: bool) -> str:
         else ""
     )
     relax = "" if counted_here else _RELAX_COMMIT
+    options = OPTION_DEFAULTS if plain else OPTION_PARAMETERS
+    if plain:
+        n, rows = "1", "FROM room q"
+        body = "%(body)s::jsonb"
+    else:
+        n = "cardinality(%(bodies)b::text[])"
+        rows = """FROM room q, unnest(%(bodies)b::text[]::jsonb[]) WITH ORDINALITY AS b(body, ord)
+    ORDER BY b.ord"""
+        body = "b.body"
     return f"""
 WITH q AS (
     SELECT id, name, durable, delivery_delay, retention, max_length FROM pgq_queue
     WHERE name = %(queue)s AND max_message_size >= %(size)s
 ), room AS (
-    SELECT q.* FROM q WHERE {HAS_ROOM.format(q="q", n="cardinality(%(bodies)b::text[])")}
+    SELECT q.* FROM q WHERE {HAS_ROOM.format(q="q", n=n)}
 ), ins AS (
-    {insert_messages("q", "b.body")}
-    FROM room q, unnest(%(bodies)b::text[]::jsonb[]) WITH ORDINALITY AS b(body, ord)
-    ORDER BY b.ord
+    {insert_messages("q", body, options=options)}
+    {rows}
     RETURNING msg_id
 ){count}
 SELECT (SELECT id FROM q) AS found_queue_id,
        ARRAY(SELECT msg_id FROM ins ORDER BY msg_id) AS msg_ids,
        (SELECT count(pg_notify(%(channel)s, q.name)) FROM room q
-        WHERE %(notify)s AND coalesce(%(delay)s, q.delivery_delay) <= 0) AS notified,
+        WHERE %(notify)s AND coalesce({options["delay"]}, q.delivery_delay) <= 0) AS notified,
        EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room) AS queue_full{relax}
 """
 
@@ -72,6 +84,11 @@ SEND = _send(True)
 # (autocommit): pgq_django.tallies adds it to the process's sums once it has committed. Into
 # a non-durable queue it also commits without waiting for the WAL flush (_RELAX_COMMIT).
 SEND_UNCOUNTED = _send(False)
+
+# -- send_plain -- SEND_UNCOUNTED of one body (%(body)s) without send options, the usual
+# send: the options' defaults are constants in the text, so the client binds five
+# parameters instead of nineteen and no array (the same answer and wake-up as SEND).
+SEND_PLAIN = _send(False, plain=True)
 
 # -- wake -- Notify the listeners of several queues at once: the trailing wake-up of sends
 # that left theirs out (pgq_django.wakeups), on a connection of its own, after they committed.

@@ -25,6 +25,7 @@ from . import messages
 WRAPPED = (
     messages.SEND,
     messages.SEND_UNCOUNTED,
+    messages.SEND_PLAIN,
     *(text.format(filters="") for text in messages.READ.values()),
     *(text.format(filters="") for text in messages.POP.values()),
     *messages.DELETE.values(),
