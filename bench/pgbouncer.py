@@ -55,7 +55,7 @@ CONFIG = """\
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = {port}
-unix_socket_dir =
+unix_socket_dir = {workdir}
 auth_type = scram-sha-256
 auth_file = {workdir}/userlist.txt
 pool_mode = transaction
@@ -116,12 +116,23 @@ class PgBouncer:
         self.workdir: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
 
-    def url(self, dbname: str = "postgres") -> str:
-        """A libpq URI of database ``dbname`` through this PgBouncer."""
+    def url(self, dbname: str = "postgres", *, unix: bool = False) -> str:
+        """A libpq URI of database ``dbname`` through this PgBouncer: its TCP port, or with
+        ``unix`` its Unix socket."""
+        where = f"?host={quote(str(self.socket_dir), safe='/')}" if unix else ""
         return (
             f"postgresql://{quote(self.user)}:{quote(self.password)}"
-            f"@127.0.0.1:{self.port}/{quote(dbname)}"
+            f"@{'' if unix else '127.0.0.1'}:{self.port}/{quote(dbname)}{where}"
         )
+
+    @property
+    def socket_dir(self) -> Path:
+        """The directory of PgBouncer's Unix socket (``.s.PGSQL.<port>``), beside its TCP
+        port: a client on this machine then skips loopback TCP, as a direct connection to
+        the server's socket does."""
+        if self.workdir is None:
+            raise RuntimeError("PgBouncer is not running")
+        return self.workdir
 
     def _run_as(self) -> str | None:
         """The user to run PgBouncer as: None (ourselves) unless we are root."""
