@@ -104,7 +104,14 @@ class PgBouncer:
     PgBouncer checks the password itself and logs in to the server as the same user.
     """
 
-    def __init__(self, backend_dsn: str, *, pool_size: int = 20, max_db_connections: int = 60):
+    def __init__(
+        self,
+        backend_dsn: str,
+        *,
+        pool_size: int = 20,
+        max_db_connections: int = 60,
+        settings: dict[str, str] | None = None,
+    ):
         parts = conninfo_to_dict(backend_dsn)
         self.backend_host = str(parts.get("host") or "/var/run/postgresql")
         self.backend_port = int(parts.get("port") or 5432)
@@ -112,6 +119,7 @@ class PgBouncer:
         self.password = secrets.token_urlsafe(18)
         self.pool_size = pool_size
         self.max_db_connections = max_db_connections
+        self.settings = dict(settings or {})  # more [pgbouncer] settings, after ours
         self.port = 0
         self.workdir: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
@@ -133,6 +141,12 @@ class PgBouncer:
         if self.workdir is None:
             raise RuntimeError("PgBouncer is not running")
         return self.workdir
+
+    def pid(self) -> int:
+        """PgBouncer's own process id (under root, ``runuser`` is the child we started)."""
+        if self.workdir is None:
+            raise RuntimeError("PgBouncer is not running")
+        return int((self.workdir / "pgbouncer.pid").read_text().split()[0])
 
     def _run_as(self) -> str | None:
         """The user to run PgBouncer as: None (ourselves) unless we are root."""
@@ -158,16 +172,7 @@ class PgBouncer:
         (self.workdir / "userlist.txt").chmod(0o600)
         for _attempt in range(5):  # another process may take the free port first
             self.port = free_port()
-            (self.workdir / "pgbouncer.ini").write_text(
-                CONFIG.format(
-                    backend_host=self.backend_host,
-                    backend_port=self.backend_port,
-                    port=self.port,
-                    workdir=self.workdir,
-                    pool_size=self.pool_size,
-                    max_db_connections=self.max_db_connections,
-                )
-            )
+            (self.workdir / "pgbouncer.ini").write_text(self._config())
             self.process = subprocess.Popen(
                 command, start_new_session=True, stderr=subprocess.DEVNULL
             )
@@ -176,6 +181,24 @@ class PgBouncer:
             self._kill()
         log = self.workdir / "pgbouncer.log"
         raise RuntimeError(f"pgbouncer did not start: {log.read_text()[-2000:]}")
+
+    def _config(self) -> str:
+        """:data:`CONFIG` filled in, with ``settings`` replacing or added to its lines."""
+        lines = CONFIG.format(
+            backend_host=self.backend_host,
+            backend_port=self.backend_port,
+            port=self.port,
+            workdir=self.workdir,
+            pool_size=self.pool_size,
+            max_db_connections=self.max_db_connections,
+        ).splitlines()
+        extra = dict(self.settings)
+        for i, line in enumerate(lines):
+            key = line.split("=", 1)[0].strip()
+            if "=" in line and key in extra:
+                lines[i] = f"{key} = {extra.pop(key)}"
+        lines += [f"{key} = {value}" for key, value in extra.items()]
+        return "\n".join(lines) + "\n"
 
     def _wait_ready(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

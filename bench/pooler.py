@@ -39,7 +39,7 @@ import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -315,9 +315,11 @@ def _databases() -> tuple[dict[str, Any], list[str]]:
     return db, notes
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = common.arguments(__doc__.splitlines()[0], argv)
-    rounds = args.rounds or (3 if args.quick else 7)
+@contextlib.contextmanager
+def running() -> Iterator[list[str]]:
+    """Find the server's transports, start PgBouncer in front of it, configure Django with
+    every alias this run has (see :func:`configure`) and print what runs where; yields the
+    notes on what is missing, and stops PgBouncer after closing the connections."""
     db, notes = _databases()
     unix, tcp, missing = transports.ways_in(db)
     notes += missing
@@ -346,8 +348,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for note in notes:
             print(f"note: {note}", flush=True)
+        global BOUNCER_PID
+        BOUNCER_PID = bouncer.pid()
+        try:
+            yield notes
+        finally:
+            common.close_django_connections()
+
+
+# PgBouncer's process id while :func:`running` (bench/pooler_cpu.py counts its CPU).
+BOUNCER_PID = 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = common.arguments(__doc__.splitlines()[0], argv)
+    rounds = args.rounds or (3 if args.quick else 7)
+    with running() as notes:
         results = run_cases(rounds, args.quick)
-        common.close_django_connections()
     rows = report(results, rounds)
     path = common.write_results(
         "pooler",
