@@ -3,9 +3,17 @@
 :class:`PgBouncer` writes a configuration in a temporary directory (``pool_mode =
 transaction``, a wildcard ``*`` database so any database on the server can be reached,
 SCRAM authentication against a generated password), starts Debian's ``pgbouncer`` on a free
-loopback port and stops it again. PgBouncer refuses to run as root: under root it runs as
-the system user that owns the PostgreSQL socket directory (the embedded server's user),
-which can reach the socket.
+loopback port and on a Unix socket in that directory (``.s.PGSQL.<port>``, so a local client
+can skip loopback TCP as it can with PostgreSQL's own socket: bench/pooler.py measures
+both), and stops it again. Other PgBouncer settings can be laid over the configuration
+(``settings=``) for A/B runs. PgBouncer refuses to run as root: under root it runs as the
+system user that owns the PostgreSQL socket directory (the embedded server's user), which
+can reach the socket.
+
+The configuration is what docs/howto/pgbouncer.md advises: transaction pooling, and the
+defaults of ``server_reset_query_always`` (0: no ``DISCARD ALL`` after each transaction,
+which would drop the plans pgq_django's server-side functions keep), ``server_check_delay``
+and ``server_round_robin``.
 
 Run as a module it wraps a command: it starts (or attaches to) the embedded PostgreSQL in
 ``--data-dir``, puts PgBouncer in front of it and runs the command with
