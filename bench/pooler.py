@@ -25,6 +25,12 @@ for like: pgbouncer / direct, TCP and pgbouncer, Unix socket / direct; the goal 
 0.8. pgbouncer / direct (TCP through the pooler against the direct socket, the only ratio
 before both transports were measured) is kept for continuity.
 
+``--pgbouncer-setting KEY=VALUE`` (repeatable) starts a second PgBouncer with those settings
+laid over the first one's, as one more contender (``pgbouncer, Unix socket, altered``, on its
+socket) with its own ratio to ``pgbouncer, Unix socket``: how docs/howto/pgbouncer.md's
+advice on PgBouncer's settings was measured, e.g. ``--pgbouncer-setting
+server_check_delay=0``.
+
 Run: ``python -m bench.pooler`` (``--quick`` for a smoke run, ``--rounds N``). The server is
 the embedded PostgreSQL in ``.pgdata/bench`` (database ``pgq_bench``), restarted to listen
 on 127.0.0.1 as well when this run is its only user (bench/transports.py); or the one
@@ -35,6 +41,7 @@ is taken as it is: a transport it does not offer is left out, and the output say
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib
 import os
@@ -50,6 +57,7 @@ BODY = {"event": "order.created", "order_id": 12345, "items": ["a", "b", "c"], "
 WORKER_PROCESSES = 4
 
 POOLED = {"PREPARED_STATEMENTS": False}
+ALTERED = "pgbouncer, Unix socket, altered"
 # Every contender: name -> (Django alias, PGQ settings over the defaults). "direct" is the
 # server's Unix socket, "direct_tcp" its 127.0.0.1 port, "pooled" PgBouncer's 127.0.0.1 port,
 # "pooled_unix" PgBouncer's socket; "default" is "direct", or "direct_tcp" without a socket.
@@ -59,6 +67,8 @@ ALL_CONTENDERS: dict[str, tuple[str, dict[str, Any]]] = {
     "direct, unprepared": ("default", POOLED),
     "pgbouncer": ("pooled", POOLED),
     "pgbouncer, Unix socket": ("pooled_unix", POOLED),
+    # Only with --pgbouncer-setting: a second PgBouncer with those settings, on its socket.
+    ALTERED: ("pooled_altered", POOLED),
 }
 # The contenders this run has (configure() drops those whose transport is missing).
 CONTENDERS = dict(ALL_CONTENDERS)
@@ -71,6 +81,8 @@ RATIOS = (
     ("unprepared / direct", "direct, unprepared", "direct"),
     ("pgbouncer, Unix / unprepared", "pgbouncer, Unix socket", "direct, unprepared"),
 )
+# Shown only when this run has the altered PgBouncer.
+ALTERED_RATIO = ("altered / pgbouncer, Unix", ALTERED, "pgbouncer, Unix socket")
 
 
 @dataclass(frozen=True)
@@ -123,7 +135,7 @@ def configure(databases: dict[str, dict[str, Any] | None]) -> None:
     from django.core.management import call_command
 
     present = {alias: db for alias, db in databases.items() if db is not None}
-    for alias in ("pooled", "pooled_unix"):
+    for alias in ("pooled", "pooled_unix", "pooled_altered"):
         if alias in present:
             present[alias] = {**present[alias], "DISABLE_SERVER_SIDE_CURSORS": True}
     present["default"] = present.get("direct") or present["direct_tcp"]
@@ -266,13 +278,14 @@ def ratio(values: dict[str, list[float]], a: str, b: str) -> float | None:
 
 
 def report(results: dict[str, dict[str, list[float]]], rounds: int) -> list[list[Any]]:
+    shown = RATIOS + ((ALTERED_RATIO,) if ALTERED in CONTENDERS else ())
     speeds, ratios = [], []
     for case in CASES:
         values = results[case.key]
         speeds.append(
             [case.title, *(common.fmt(common.median(values[name]), 0) for name in CONTENDERS)]
         )
-        ratios.append([case.title, *(common.fmt(ratio(values, a, b)) for _, a, b in RATIOS)])
+        ratios.append([case.title, *(common.fmt(ratio(values, a, b)) for _, a, b in shown)])
     common.print_table(
         f"Messages per second (median of {rounds} interleaved rounds)",
         ["case", *CONTENDERS],
@@ -281,7 +294,7 @@ def report(results: dict[str, dict[str, list[float]]], rounds: int) -> list[list
     common.print_table(
         "Ratios (median of per-round ratios; '-': a transport this server lacks); "
         "goal: pgbouncer / direct >= 0.8 on the same transport",
-        ["case", *(title for title, _, _ in RATIOS)],
+        ["case", *(title for title, _, _ in shown)],
         ratios,
     )
     return [speed + ratio_row[1:] for speed, ratio_row in zip(speeds, ratios, strict=True)]
@@ -316,23 +329,36 @@ def _databases() -> tuple[dict[str, Any], list[str]]:
 
 
 @contextlib.contextmanager
-def running() -> Iterator[list[str]]:
-    """Find the server's transports, start PgBouncer in front of it, configure Django with
-    every alias this run has (see :func:`configure`) and print what runs where; yields the
-    notes on what is missing, and stops PgBouncer after closing the connections."""
+def running(altered: dict[str, str] | None = None) -> Iterator[list[str]]:
+    """Find the server's transports, start PgBouncer in front of it (and, given ``altered``
+    settings, a second one with them), configure Django with every alias this run has (see
+    :func:`configure`) and print what runs where; yields the notes on what is missing, and
+    stops PgBouncer after closing the connections."""
     db, notes = _databases()
     unix, tcp, missing = transports.ways_in(db)
     notes += missing
     backend = unix or tcp
     assert backend is not None
-    with PgBouncer(_conninfo(backend), pool_size=20) as bouncer:
-        login = {"USER": bouncer.user, "PASSWORD": bouncer.password, "PORT": str(bouncer.port)}
+    with contextlib.ExitStack() as stack:
+        bouncer = stack.enter_context(PgBouncer(_conninfo(backend), pool_size=20))
+        other = None
+        if altered:
+            other = PgBouncer(_conninfo(backend), pool_size=20, settings=altered)
+            stack.enter_context(other)
+
+        def through(b: PgBouncer | None, host: str | None = None) -> dict[str, Any] | None:
+            if b is None:
+                return None
+            login = {"USER": b.user, "PASSWORD": b.password, "PORT": str(b.port)}
+            return {**backend, **login, "HOST": host or str(b.socket_dir)}
+
         configure(
             {
                 "direct": unix,
                 "direct_tcp": tcp,
-                "pooled": {**backend, **login, "HOST": "127.0.0.1"},
-                "pooled_unix": {**backend, **login, "HOST": str(bouncer.socket_dir)},
+                "pooled": through(bouncer, "127.0.0.1"),
+                "pooled_unix": through(bouncer),
+                "pooled_altered": through(other),
             }
         )
         print(
@@ -346,6 +372,8 @@ def running() -> Iterator[list[str]]:
             + f"; PgBouncer reaches it by its {'Unix socket' if unix else 'TCP port'}",
             flush=True,
         )
+        if other is not None:
+            print(f"{ALTERED!r}: a second PgBouncer with {altered}", flush=True)
         for note in notes:
             print(f"note: {note}", flush=True)
         global BOUNCER_PID
@@ -360,10 +388,29 @@ def running() -> Iterator[list[str]]:
 BOUNCER_PID = 0
 
 
+def _setting(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value.strip()
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pgbouncer-setting",
+        metavar="KEY=VALUE",
+        type=_setting,
+        action="append",
+        default=[],
+        help="run a second PgBouncer with this [pgbouncer] setting (repeatable) as one more "
+        f"contender, {ALTERED!r}, to measure a setting against the configuration's",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = common.arguments(__doc__.splitlines()[0], argv)
+    args = common.arguments(__doc__.splitlines()[0], argv, extra=_options)
     rounds = args.rounds or (3 if args.quick else 7)
-    with running() as notes:
+    with running(dict(args.pgbouncer_setting)) as notes:
         results = run_cases(rounds, args.quick)
     rows = report(results, rounds)
     path = common.write_results(
@@ -372,6 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rounds": rounds,
             "quick": args.quick,
             "contenders": list(CONTENDERS),
+            "pgbouncer_settings": dict(args.pgbouncer_setting),
             "notes": notes,
             "results": results,
             "table": rows,
