@@ -3,9 +3,17 @@
 :class:`PgBouncer` writes a configuration in a temporary directory (``pool_mode =
 transaction``, a wildcard ``*`` database so any database on the server can be reached,
 SCRAM authentication against a generated password), starts Debian's ``pgbouncer`` on a free
-loopback port and stops it again. PgBouncer refuses to run as root: under root it runs as
-the system user that owns the PostgreSQL socket directory (the embedded server's user),
-which can reach the socket.
+loopback port and on a Unix socket in that directory (``.s.PGSQL.<port>``, so a local client
+can skip loopback TCP as it can with PostgreSQL's own socket: bench/pooler.py measures
+both), and stops it again. Other PgBouncer settings can be laid over the configuration
+(``settings=``) for A/B runs. PgBouncer refuses to run as root: under root it runs as the
+system user that owns the PostgreSQL socket directory (the embedded server's user), which
+can reach the socket.
+
+The configuration is what docs/howto/pgbouncer.md advises: transaction pooling, and the
+defaults of ``server_reset_query_always`` (0: no ``DISCARD ALL`` after each transaction,
+which would drop the plans pgq_django's server-side functions keep), ``server_check_delay``
+and ``server_round_robin``.
 
 Run as a module it wraps a command: it starts (or attaches to) the embedded PostgreSQL in
 ``--data-dir``, puts PgBouncer in front of it and runs the command with
@@ -55,7 +63,7 @@ CONFIG = """\
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = {port}
-unix_socket_dir =
+unix_socket_dir = {workdir}
 auth_type = scram-sha-256
 auth_file = {workdir}/userlist.txt
 pool_mode = transaction
@@ -104,7 +112,14 @@ class PgBouncer:
     PgBouncer checks the password itself and logs in to the server as the same user.
     """
 
-    def __init__(self, backend_dsn: str, *, pool_size: int = 20, max_db_connections: int = 60):
+    def __init__(
+        self,
+        backend_dsn: str,
+        *,
+        pool_size: int = 20,
+        max_db_connections: int = 60,
+        settings: dict[str, str] | None = None,
+    ):
         parts = conninfo_to_dict(backend_dsn)
         self.backend_host = str(parts.get("host") or "/var/run/postgresql")
         self.backend_port = int(parts.get("port") or 5432)
@@ -112,16 +127,34 @@ class PgBouncer:
         self.password = secrets.token_urlsafe(18)
         self.pool_size = pool_size
         self.max_db_connections = max_db_connections
+        self.settings = dict(settings or {})  # more [pgbouncer] settings, after ours
         self.port = 0
         self.workdir: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
 
-    def url(self, dbname: str = "postgres") -> str:
-        """A libpq URI of database ``dbname`` through this PgBouncer."""
+    def url(self, dbname: str = "postgres", *, unix: bool = False) -> str:
+        """A libpq URI of database ``dbname`` through this PgBouncer: its TCP port, or with
+        ``unix`` its Unix socket."""
+        where = f"?host={quote(str(self.socket_dir), safe='/')}" if unix else ""
         return (
             f"postgresql://{quote(self.user)}:{quote(self.password)}"
-            f"@127.0.0.1:{self.port}/{quote(dbname)}"
+            f"@{'' if unix else '127.0.0.1'}:{self.port}/{quote(dbname)}{where}"
         )
+
+    @property
+    def socket_dir(self) -> Path:
+        """The directory of PgBouncer's Unix socket (``.s.PGSQL.<port>``), beside its TCP
+        port: a client on this machine then skips loopback TCP, as a direct connection to
+        the server's socket does."""
+        if self.workdir is None:
+            raise RuntimeError("PgBouncer is not running")
+        return self.workdir
+
+    def pid(self) -> int:
+        """PgBouncer's own process id (under root, ``runuser`` is the child we started)."""
+        if self.workdir is None:
+            raise RuntimeError("PgBouncer is not running")
+        return int((self.workdir / "pgbouncer.pid").read_text().split()[0])
 
     def _run_as(self) -> str | None:
         """The user to run PgBouncer as: None (ourselves) unless we are root."""
@@ -147,16 +180,7 @@ class PgBouncer:
         (self.workdir / "userlist.txt").chmod(0o600)
         for _attempt in range(5):  # another process may take the free port first
             self.port = free_port()
-            (self.workdir / "pgbouncer.ini").write_text(
-                CONFIG.format(
-                    backend_host=self.backend_host,
-                    backend_port=self.backend_port,
-                    port=self.port,
-                    workdir=self.workdir,
-                    pool_size=self.pool_size,
-                    max_db_connections=self.max_db_connections,
-                )
-            )
+            (self.workdir / "pgbouncer.ini").write_text(self._config())
             self.process = subprocess.Popen(
                 command, start_new_session=True, stderr=subprocess.DEVNULL
             )
@@ -165,6 +189,24 @@ class PgBouncer:
             self._kill()
         log = self.workdir / "pgbouncer.log"
         raise RuntimeError(f"pgbouncer did not start: {log.read_text()[-2000:]}")
+
+    def _config(self) -> str:
+        """:data:`CONFIG` filled in, with ``settings`` replacing or added to its lines."""
+        lines = CONFIG.format(
+            backend_host=self.backend_host,
+            backend_port=self.backend_port,
+            port=self.port,
+            workdir=self.workdir,
+            pool_size=self.pool_size,
+            max_db_connections=self.max_db_connections,
+        ).splitlines()
+        extra = dict(self.settings)
+        for i, line in enumerate(lines):
+            key = line.split("=", 1)[0].strip()
+            if "=" in line and key in extra:
+                lines[i] = f"{key} = {extra.pop(key)}"
+        lines += [f"{key} = {value}" for key, value in extra.items()]
+        return "\n".join(lines) + "\n"
 
     def _wait_ready(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

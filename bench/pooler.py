@@ -1,50 +1,88 @@
 """Throughput behind PgBouncer in transaction mode vs a direct connection, in one run.
 
-Three contenders run the same pgq_django API calls on the same database, interleaved round
-by round (each on a queue of its own):
+The contenders run the same pgq_django API calls on the same database, interleaved round by
+round (each on a queue of its own), over both transports a client on the database machine
+has, so that each pooled contender has a direct one that travels the same way:
 
-- ``direct``: Django's connection straight to PostgreSQL with the default settings
+- ``direct``: Django's connection straight to PostgreSQL's Unix socket, default settings
   (statements prepared once per connection);
-- ``direct, unprepared``: the same connection with ``PREPARED_STATEMENTS = False``, to tell
-  the two costs of a pooler apart;
-- ``pgbouncer``: Django's connection through a PgBouncer in transaction mode that this
-  benchmark starts in front of the same server, with the settings
+- ``direct, TCP``: the same, to the same server over 127.0.0.1 TCP;
+- ``direct, unprepared``: ``direct`` (``direct, TCP`` when there is no socket) with
+  ``PREPARED_STATEMENTS = False``, to tell the two costs of a pooler apart;
+- ``pgbouncer``: Django's connection to a PgBouncer in transaction mode that this benchmark
+  starts in front of the same server, on its 127.0.0.1 TCP port, with the settings
   docs/howto/pgbouncer.md gives (``PREPARED_STATEMENTS = False``,
-  ``DISABLE_SERVER_SIDE_CURSORS``, LISTEN on the direct connection).
+  ``DISABLE_SERVER_SIDE_CURSORS``, LISTEN on the direct connection);
+- ``pgbouncer, Unix socket``: the same PgBouncer through its Unix socket.
+
+PgBouncer reaches the server by the server's Unix socket when it has one (else by TCP).
 
 Cases: ``send`` (one message per call, autocommit), ``send_batch`` (100 per call),
 ``read+delete`` with qty 1 and qty 100 (ack by receipt), and a worker drain (4 worker
 processes running a no-op handler, each message leased, handled and acked in its own
-transaction, as ``pgq_worker`` does). The headline is the median of the per-round ratios
-pgbouncer / direct; the goal is at least 0.8.
+transaction, as ``pgq_worker`` does). The headlines are medians of per-round ratios, like
+for like: pgbouncer / direct, TCP and pgbouncer, Unix socket / direct; the goal is at least
+0.8. pgbouncer / direct (TCP through the pooler against the direct socket, the only ratio
+before both transports were measured) is kept for continuity.
+
+``--pgbouncer-setting KEY=VALUE`` (repeatable) starts a second PgBouncer with those settings
+laid over the first one's, as one more contender (``pgbouncer, Unix socket, altered``, on its
+socket) with its own ratio to ``pgbouncer, Unix socket``: how docs/howto/pgbouncer.md's
+advice on PgBouncer's settings was measured, e.g. ``--pgbouncer-setting
+server_check_delay=0``.
 
 Run: ``python -m bench.pooler`` (``--quick`` for a smoke run, ``--rounds N``). The server is
-the embedded PostgreSQL in ``.pgdata/bench`` (database ``pgq_bench``), or the one
-``DATABASE_URL`` names, which PgBouncer must be able to reach on the host or socket given.
+the embedded PostgreSQL in ``.pgdata/bench`` (database ``pgq_bench``), restarted to listen
+on 127.0.0.1 as well when this run is its only user (bench/transports.py); or the one
+``DATABASE_URL`` names (or, with ``DJANGO_SETTINGS_MODULE`` set, that project's default
+database), which PgBouncer must be able to reach on the host or socket given. Such a server
+is taken as it is: a transport it does not offer is left out, and the output says so.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import common
+from . import common, transports
 from .pgbouncer import PgBouncer, direct_url
 
 BODY = {"event": "order.created", "order_id": 12345, "items": ["a", "b", "c"], "note": "x" * 64}
 WORKER_PROCESSES = 4
 
-# name -> (Django alias, PGQ settings over the defaults)
-CONTENDERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "direct": ("default", {}),
-    "direct, unprepared": ("default", {"PREPARED_STATEMENTS": False}),
-    "pgbouncer": ("pooled", {"PREPARED_STATEMENTS": False}),
+POOLED = {"PREPARED_STATEMENTS": False}
+ALTERED = "pgbouncer, Unix socket, altered"
+# Every contender: name -> (Django alias, PGQ settings over the defaults). "direct" is the
+# server's Unix socket, "direct_tcp" its 127.0.0.1 port, "pooled" PgBouncer's 127.0.0.1 port,
+# "pooled_unix" PgBouncer's socket; "default" is "direct", or "direct_tcp" without a socket.
+ALL_CONTENDERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "direct": ("direct", {}),
+    "direct, TCP": ("direct_tcp", {}),
+    "direct, unprepared": ("default", POOLED),
+    "pgbouncer": ("pooled", POOLED),
+    "pgbouncer, Unix socket": ("pooled_unix", POOLED),
+    # Only with --pgbouncer-setting: a second PgBouncer with those settings, on its socket.
+    ALTERED: ("pooled_altered", POOLED),
 }
+# The contenders this run has (configure() drops those whose transport is missing).
+CONTENDERS = dict(ALL_CONTENDERS)
+# (title, numerator, denominator) of the ratio table, headlines first.
+RATIOS = (
+    ("pgbouncer / direct, TCP", "pgbouncer", "direct, TCP"),
+    ("pgbouncer, Unix / direct", "pgbouncer, Unix socket", "direct"),
+    ("pgbouncer (TCP) / direct (Unix), as before", "pgbouncer", "direct"),
+    ("direct, TCP / direct", "direct, TCP", "direct"),
+    ("unprepared / direct", "direct, unprepared", "direct"),
+    ("pgbouncer, Unix / unprepared", "pgbouncer, Unix socket", "direct, unprepared"),
+)
+# Shown only when this run has the altered PgBouncer.
+ALTERED_RATIO = ("altered / pgbouncer, Unix", ALTERED, "pgbouncer, Unix socket")
 
 
 @dataclass(frozen=True)
@@ -70,14 +108,14 @@ CASES = (
 
 
 def queue_for(name: str) -> str:
-    return "bench_pooler_" + name.replace(", ", "_")
+    return "bench_pooler_" + name.replace(", ", "_").replace(" ", "_")
 
 
 def _settings(name: str) -> dict[str, Any]:
     """The PGQ settings of contender ``name`` (the LISTEN connection always goes direct)."""
     from django.conf import settings
 
-    alias, extra = CONTENDERS[name]
+    alias, extra = ALL_CONTENDERS[name]
     direct = dict(settings.DATABASES["default"])
     listen = {k: direct[k] for k in ("HOST", "PORT", "USER", "PASSWORD") if direct.get(k)}
     return {"DATABASE": alias, "LISTEN_CONNECTION": listen, **extra}
@@ -89,18 +127,26 @@ def _as(name: str) -> Any:
     return override_settings(PGQ=_settings(name))
 
 
-def configure(direct: dict[str, Any], pooled: dict[str, Any]) -> None:
+def configure(databases: dict[str, dict[str, Any] | None]) -> None:
+    """Configure Django with the aliases of ``databases`` that exist, keep the contenders
+    that have theirs, and migrate."""
     import django
     from django.conf import settings
     from django.core.management import call_command
 
-    pooled = {**pooled, "DISABLE_SERVER_SIDE_CURSORS": True}
+    present = {alias: db for alias, db in databases.items() if db is not None}
+    for alias in ("pooled", "pooled_unix", "pooled_altered"):
+        if alias in present:
+            present[alias] = {**present[alias], "DISABLE_SERVER_SIDE_CURSORS": True}
+    present["default"] = present.get("direct") or present["direct_tcp"]
+    CONTENDERS.clear()
+    CONTENDERS.update((n, c) for n, c in ALL_CONTENDERS.items() if c[0] in present)
     settings.configure(
         DEBUG=False,
         USE_TZ=True,
         SECRET_KEY="bench-only-not-secret",
         INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "pgq_django"],
-        DATABASES={"default": direct, "pooled": pooled},
+        DATABASES=present,
         DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
     )
     django.setup()
@@ -143,7 +189,7 @@ def _worker(name: str) -> Callable[[], int]:
     from pgq_django.worker.registry import Handler
 
     _as(name).enable()
-    alias, _ = CONTENDERS[name]
+    alias, _ = ALL_CONTENDERS[name]
     connections[alias].ensure_connection()
     queue = queue_for(name)
     handled = [0]
@@ -162,8 +208,16 @@ def _worker(name: str) -> Callable[[], int]:
 
 
 def measure(case: Case, name: str, n: int) -> float:
-    """Messages per second of contender ``name`` doing ``case`` once."""
+    """Messages per second of contender ``name`` doing ``case`` once.
+
+    What its autocommit sends and acks left to this process's background threads (counts
+    for the tally thread, owed wake-ups for the wake-up flusher) is written before the next
+    contender's settings apply (untimed): the settings are the process's, not the thread's,
+    and written under a contender that prepares statements they would be prepared through
+    PgBouncer (``prepared statement "_pg3_0" already exists``).
+    """
     import pgq_django as pgq
+    from pgq_django import tallies, wakeups
 
     queue = queue_for(name)
     if case.kind == "worker":
@@ -184,6 +238,8 @@ def measure(case: Case, name: str, n: int) -> float:
             else:
                 done = drain(queue, case.qty)
             elapsed = common.clock() - start
+            tallies.flush()
+            wakeups.flush()
     if done != n:
         raise RuntimeError(f"{name} consumed {done} of {n} messages in {case.key}")
     return n / elapsed
@@ -213,52 +269,50 @@ def run_cases(rounds: int, quick: bool) -> dict[str, dict[str, list[float]]]:
     return results
 
 
-def ratio(values: dict[str, list[float]], a: str, b: str) -> float:
-    """Median over rounds of a / b (per-round ratios, so a slow round affects both)."""
+def ratio(values: dict[str, list[float]], a: str, b: str) -> float | None:
+    """Median over rounds of a / b (per-round ratios, so a slow round affects both); None
+    when this run lacks one of them."""
+    if a not in values or b not in values:
+        return None
     return common.median(x / y for x, y in zip(values[a], values[b], strict=True))
 
 
 def report(results: dict[str, dict[str, list[float]]], rounds: int) -> list[list[Any]]:
-    rows = []
+    shown = RATIOS + ((ALTERED_RATIO,) if ALTERED in CONTENDERS else ())
+    speeds, ratios = [], []
     for case in CASES:
         values = results[case.key]
-        rows.append(
-            [
-                case.title,
-                *(common.fmt(common.median(values[name]), 0) for name in CONTENDERS),
-                common.fmt(ratio(values, "pgbouncer", "direct")),
-                common.fmt(ratio(values, "direct, unprepared", "direct")),
-                common.fmt(ratio(values, "pgbouncer", "direct, unprepared")),
-            ]
+        speeds.append(
+            [case.title, *(common.fmt(common.median(values[name]), 0) for name in CONTENDERS)]
         )
+        ratios.append([case.title, *(common.fmt(ratio(values, a, b)) for _, a, b in shown)])
     common.print_table(
-        f"Messages per second (median of {rounds} interleaved rounds) and ratios "
-        "(median of per-round ratios); goal: pgbouncer / direct >= 0.8",
-        [
-            "case",
-            *CONTENDERS,
-            "pgbouncer / direct",
-            "unprepared / direct",
-            "pgbouncer / unprepared",
-        ],
-        rows,
+        f"Messages per second (median of {rounds} interleaved rounds)",
+        ["case", *CONTENDERS],
+        speeds,
     )
-    return rows
+    common.print_table(
+        "Ratios (median of per-round ratios; '-': a transport this server lacks); "
+        "goal: pgbouncer / direct >= 0.8 on the same transport",
+        ["case", *(title for title, _, _ in shown)],
+        ratios,
+    )
+    return [speed + ratio_row[1:] for speed, ratio_row in zip(speeds, ratios, strict=True)]
 
 
-def _databases() -> tuple[dict[str, Any], str]:
-    """The direct Django database dict, and a libpq string PgBouncer can reach it by.
+def _databases() -> tuple[dict[str, Any], list[str]]:
+    """The direct Django database dict, and notes on a transport it was denied.
 
-    The embedded server's ``pgq_bench`` by default; the database ``DATABASE_URL`` names; or,
-    when ``DJANGO_SETTINGS_MODULE`` is set, that settings module's default database (the
-    smoke test runs on the test database this way).
+    The embedded server's ``pgq_bench`` by default (made to listen on 127.0.0.1 too, when
+    it can be); the database ``DATABASE_URL`` names; or, when ``DJANGO_SETTINGS_MODULE`` is
+    set, that settings module's default database (the smoke test runs on the test database
+    this way).
     """
-    from psycopg.conninfo import make_conninfo
-
     from pgq_django.testing import dsn_to_django, embedded_dsn
 
     module = os.environ.get("DJANGO_SETTINGS_MODULE")
     url = os.environ.get("DATABASE_URL")
+    notes = []
     if module:
         db = dict(importlib.import_module(module).DATABASES["default"])
     elif url:
@@ -268,30 +322,120 @@ def _databases() -> tuple[dict[str, Any], str]:
         common._ensure_database(server, common.BENCH_DB_NAME)
         db = dsn_to_django(server)
         db["NAME"] = common.BENCH_DB_NAME
-    backend = make_conninfo(
-        host=db.get("HOST") or None, port=str(db.get("PORT") or 5432), user=db.get("USER") or None
+        why = transports.listen_on_tcp(common.BENCH_DATA_DIR)
+        if why:
+            notes.append(f"the embedded server listens on its Unix socket only: {why}")
+    return db, notes
+
+
+@contextlib.contextmanager
+def running(altered: dict[str, str] | None = None) -> Iterator[list[str]]:
+    """Find the server's transports, start PgBouncer in front of it (and, given ``altered``
+    settings, a second one with them), configure Django with every alias this run has (see
+    :func:`configure`) and print what runs where; yields the notes on what is missing, and
+    stops PgBouncer after closing the connections."""
+    db, notes = _databases()
+    unix, tcp, missing = transports.ways_in(db)
+    notes += missing
+    backend = unix or tcp
+    assert backend is not None
+    with contextlib.ExitStack() as stack:
+        bouncer = stack.enter_context(PgBouncer(_conninfo(backend), pool_size=20))
+        other = None
+        if altered:
+            other = PgBouncer(_conninfo(backend), pool_size=20, settings=altered)
+            stack.enter_context(other)
+
+        def through(b: PgBouncer | None, host: str | None = None) -> dict[str, Any] | None:
+            if b is None:
+                return None
+            login = {"USER": b.user, "PASSWORD": b.password, "PORT": str(b.port)}
+            return {**backend, **login, "HOST": host or str(b.socket_dir)}
+
+        configure(
+            {
+                "direct": unix,
+                "direct_tcp": tcp,
+                "pooled": through(bouncer, "127.0.0.1"),
+                "pooled_unix": through(bouncer),
+                "pooled_altered": through(other),
+            }
+        )
+        print(
+            f"PgBouncer (transaction mode) on 127.0.0.1:{bouncer.port} and "
+            f"{bouncer.socket_dir}; PostgreSQL: "
+            + ", ".join(
+                f"{way} {d['HOST'] or 'default socket'}:{d.get('PORT') or 5432}"
+                for way, d in (("Unix socket", unix), ("TCP", tcp))
+                if d is not None
+            )
+            + f"; PgBouncer reaches it by its {'Unix socket' if unix else 'TCP port'}",
+            flush=True,
+        )
+        if other is not None:
+            print(f"{ALTERED!r}: a second PgBouncer with {altered}", flush=True)
+        for note in notes:
+            print(f"note: {note}", flush=True)
+        global BOUNCER_PID
+        BOUNCER_PID = bouncer.pid()
+        try:
+            yield notes
+        finally:
+            common.close_django_connections()
+
+
+# PgBouncer's process id while :func:`running` (bench/pooler_cpu.py counts its CPU).
+BOUNCER_PID = 0
+
+
+def _setting(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value.strip()
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pgbouncer-setting",
+        metavar="KEY=VALUE",
+        type=_setting,
+        action="append",
+        default=[],
+        help="run a second PgBouncer with this [pgbouncer] setting (repeatable) as one more "
+        f"contender, {ALTERED!r}, to measure a setting against the configuration's",
     )
-    return db, backend
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = common.arguments(__doc__.splitlines()[0], argv)
+    args = common.arguments(__doc__.splitlines()[0], argv, extra=_options)
     rounds = args.rounds or (3 if args.quick else 7)
-    direct, backend = _databases()
-    with PgBouncer(backend, pool_size=20) as bouncer:
-        pooled = {**direct, **{"HOST": "127.0.0.1", "PORT": str(bouncer.port)}}
-        pooled.update(USER=bouncer.user, PASSWORD=bouncer.password)
-        configure(direct, pooled)
-        print(f"PgBouncer (transaction mode) on 127.0.0.1:{bouncer.port}", flush=True)
+    with running(dict(args.pgbouncer_setting)) as notes:
         results = run_cases(rounds, args.quick)
-        common.close_django_connections()
     rows = report(results, rounds)
     path = common.write_results(
         "pooler",
-        {"rounds": rounds, "quick": args.quick, "results": results, "table": rows},
+        {
+            "rounds": rounds,
+            "quick": args.quick,
+            "contenders": list(CONTENDERS),
+            "pgbouncer_settings": dict(args.pgbouncer_setting),
+            "notes": notes,
+            "results": results,
+            "table": rows,
+        },
     )
     print(f"\nresults: {path}")
     return 0
+
+
+def _conninfo(db: dict[str, Any]) -> str:
+    """The libpq string PgBouncer logs in to the server with (the server trusts it)."""
+    from psycopg.conninfo import make_conninfo
+
+    return make_conninfo(
+        host=db.get("HOST") or None, port=str(db.get("PORT") or 5432), user=db.get("USER") or None
+    )
 
 
 if __name__ == "__main__":
