@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -394,3 +396,54 @@ def sequence_kept(space: Any = None) -> Iterator[None]:
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SELECT setval(%s::regclass, %s, %s)", [name, *saved])
+
+
+# -- plans: what PostgreSQL makes of a statement ---------------------------------------------
+
+
+def plan_relations(plan: dict[str, Any]) -> list[str]:
+    """Every relation a plan node scans, depth first."""
+    found = [plan["Relation Name"]] if "Relation Name" in plan else []
+    for child in plan.get("Plans", []):
+        found += plan_relations(child)
+    return found
+
+
+def custom_plan(statement: str, params: dict[str, Any]) -> dict[str, Any]:
+    """EXPLAIN with the parameter values bound: what a one-off execution plans."""
+    from django.db import connection
+
+    connection.ensure_connection()
+    with connection.connection.cursor() as cursor:  # server-side binding
+        cursor.execute("EXPLAIN (FORMAT JSON) " + statement, params)
+        return cursor.fetchone()[0][0]["Plan"]
+
+
+def generic_plan(statement: str, params: dict[str, Any]) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of the statement prepared with a generic plan (rolled back after)."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    text = re.sub(r"%\((\w+)\)[sb]", number, statement).replace("%%", "%")
+    from django.db import connection
+
+    connection.ensure_connection()
+    raw = connection.connection
+    args = sql.SQL(", ").join(sql.Literal(params[n]) for n in names)
+    with raw.cursor() as cursor:
+        cursor.execute("SAVEPOINT explain")
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE pgq_explained AS {text}")
+        try:
+            cursor.execute(
+                sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE pgq_explained ({})").format(args)
+            )
+            plan = cursor.fetchone()[0]
+            return (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+        finally:
+            cursor.execute("DEALLOCATE pgq_explained")
+            cursor.execute("ROLLBACK TO SAVEPOINT explain")

@@ -90,6 +90,18 @@ PARTITION_STORAGE = "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid =
 # -- set_storage -- Give an existing partition the storage parameters {storage}.
 SET_STORAGE = sql.SQL("ALTER TABLE {partition} SET ({storage})")
 
+# -- queue_id_distinct -- The n_distinct a live partition's queue_id column is planned with
+# now (NULL: what ANALYZE measured; see partitions.QUEUE_ID_DISTINCT).
+QUEUE_ID_DISTINCT = """
+SELECT (SELECT split_part(o, '=', 2) FROM unnest(a.attoptions) AS o WHERE o LIKE 'n_distinct=%%')
+FROM pg_attribute a WHERE a.attrelid = to_regclass(%s) AND a.attname = 'queue_id'
+"""
+
+# -- set_queue_id_distinct -- Plan a live {partition} as if its queue_id held {n} values.
+SET_QUEUE_ID_DISTINCT = sql.SQL(
+    "ALTER TABLE {partition} ALTER COLUMN queue_id SET (n_distinct = {n})"
+)
+
 # -- partition_has_rows -- Whether a {partition} holds any row.
 PARTITION_HAS_ROWS = sql.SQL("SELECT EXISTS (SELECT 1 FROM {partition})")
 
