@@ -37,10 +37,11 @@ logger = logging.getLogger("pgq_django.server_functions")
 _PLACEHOLDER = re.compile(r"%%|%(?:\((\w+)\))?([sbt])")
 
 
-class _Placeholders:
+class Placeholders:
     """A statement's placeholders in order of first use: each becomes $1, $2, … in the
     function's body and one argument of its call (a named one used twice is one argument,
-    as psycopg binds it)."""
+    as psycopg binds it). The tests' EXPLAIN of a prepared statement numbers them the same
+    way."""
 
     def __init__(self, statement: str) -> None:
         self.spelled: list[str] = []  # each argument's placeholder, as the call spells it
@@ -75,7 +76,7 @@ def install(using: str) -> list[str]:
         for name, statement in _BY_NAME.items():
             try:
                 with conn.transaction():
-                    _create(conn, name, _Placeholders(statement).body)
+                    _create(conn, name, Placeholders(statement).body)
             except psycopg.Error as exc:
                 logger.warning("event=server_function_skipped function=%s error=%s", name, exc)
                 continue
@@ -138,7 +139,7 @@ def _existing(raw: psycopg.Connection[Any]) -> dict[str, str]:
         found = {n: t for n, t in found.items() if sum(r[0] == n for r in rows) == 1}
     calls = {}
     for name, statement in _BY_NAME.items():
-        placeholders = _Placeholders(statement).spelled
+        placeholders = Placeholders(statement).spelled
         types = found.get(name)
         if types is None or len(types) != len(placeholders):
             continue

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import uuid
@@ -421,16 +420,13 @@ def custom_plan(statement: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def generic_plan(statement: str, params: dict[str, Any]) -> dict[str, Any]:
     """EXPLAIN ANALYZE of the statement prepared with a generic plan (rolled back after)."""
-    names: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        if match.group(1) not in names:
-            names.append(match.group(1))
-        return f"${names.index(match.group(1)) + 1}"
-
-    text = re.sub(r"%\((\w+)\)[sb]", number, statement).replace("%%", "%")
     from django.db import connection
 
+    from pgq_django.server_functions import Placeholders
+
+    placeholders = Placeholders(statement)  # numbered as psycopg binds them
+    text = placeholders.body
+    names = [spelled[2 : spelled.index(")")] for spelled in placeholders.spelled]
     connection.ensure_connection()
     raw = connection.connection
     args = sql.SQL(", ").join(sql.Literal(params[n]) for n in names)

@@ -78,11 +78,7 @@ def send_trusted(
     bodies = _bodies(messages, raw)
     if not bodies:
         return []
-    # Bytes of the largest body (ASCII text, the usual JSON, is as long as its encoding).
-    if len(bodies) == 1:
-        size = len(bodies[0]) if bodies[0].isascii() else len(bodies[0].encode())
-    else:
-        size = max(len(b) if b.isascii() else len(b.encode()) for b in bodies)
+    size = max(map(_byte_size, bodies))  # the largest body's
     if opts["dedup_id"] is not None and len(bodies) != 1:
         raise InvalidArgument(
             "dedup_id applies to one message; send them one by one.", field="dedup_id"
@@ -95,16 +91,19 @@ def send_one(queue: QueueRef, message: Any, *, wait: Duration | None = None, **o
     message, with the same checks in the same order, without building and walking a batch
     (a single send is the most common call; see docs/performance.md, issue 13)."""
     name = v.name(queue)
-    opts = check_send_options(options) if options else _DEFAULT_OPTIONS
+    opts = check_send_options(options)
     deadline = None if wait is None else wait_deadline(wait)
-    body = v.body(message, options.get("headers") if options else None)
-    size = len(body) if body.isascii() else len(body.encode())
+    body = v.body(message, options.get("headers"))
+    size = _byte_size(body)
     budget = settings.SEND_BATCH_MAX_BYTES
     if size > budget:
         raise _batch_too_large(budget, size)
-    if deadline is None:
-        return _insert(name, [body], size, opts)[0]
     return _insert_waiting(name, [body], size, opts, deadline)[0]
+
+
+def _byte_size(body: str) -> int:
+    """Bytes of an encoded body (ASCII text, the usual JSON, is as long as its encoding)."""
+    return len(body) if body.isascii() else len(body.encode())
 
 
 def _insert_waiting(
@@ -126,10 +125,7 @@ def _insert_waiting(
 def _insert(name: str, bodies: list[str], size: int, opts: dict[str, Any]) -> list[int]:
     if opts["dedup_id"] is not None:
         return [send_deduplicated(name, bodies[0], size=size, **opts)]
-    if opts is _DEFAULT_OPTIONS:  # the manager's defaults: no options to pass
-        queue_id, ids, full = message_manager().send_bodies(name, bodies, size=size)
-    else:
-        queue_id, ids, full = message_manager().send_bodies(name, bodies, size=size, **opts)
+    queue_id, ids, full = message_manager().send_bodies(name, bodies, size=size, **opts)
     if queue_id is None:
         raise queue_missing(name, size=size)
     if full:
