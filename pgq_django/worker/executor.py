@@ -19,6 +19,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
+from psycopg.pq import TransactionStatus
 
 from ..api import delivery, messages
 from ..conf import settings
@@ -75,6 +76,12 @@ def _complete(queue: str, message: Any, value: Any) -> bool:
         return bool(delivery.complete(queue, message.receipt, result=note))
 
 
+def _ack(queue: str, message: Any, value: Any) -> None:
+    """Acknowledge, or raise LeaseLost when another consumer holds the message now."""
+    if not _complete(queue, message, value):
+        raise LeaseLost(f"message {message.msg_id} was leased again meanwhile")
+
+
 def unstorable_result_note(
     queue: str, message: Any, value: Any, exc: InvalidArgument
 ) -> dict[str, str]:
@@ -97,8 +104,6 @@ def _nothing_begun(using: str) -> bool:
     BEGIN, the ack and COMMIT took three, which matters most behind a pooler. What a crash
     can leave is unchanged: the message is acknowledged or still leased.
     """
-    from psycopg.pq import TransactionStatus
-
     conn = transaction.get_connection(using)
     raw = conn.connection
     return (
@@ -128,14 +133,12 @@ def execute(entry: Handler, message: Any) -> Outcome:
             with transaction.atomic(using=settings.DATABASE):
                 value = call_handler(entry, message)
                 alone = _nothing_begun(settings.DATABASE)
-                if not alone and not _complete(queue, message, value):
-                    raise LeaseLost(f"message {message.msg_id} was leased again meanwhile")
-            if alone and not _complete(queue, message, value):
-                raise LeaseLost(f"message {message.msg_id} was leased again meanwhile")
+                if not alone:
+                    _ack(queue, message, value)
+            if alone:
+                _ack(queue, message, value)
         else:
-            value = call_handler(entry, message)
-            if not _complete(queue, message, value):
-                raise LeaseLost(f"message {message.msg_id} was leased again meanwhile")
+            _ack(queue, message, call_handler(entry, message))
     except LeaseLost:
         logger.warning(
             "event=lease_lost queue=%s msg_id=%s read_ct=%s", queue, message.msg_id, message.read_ct
