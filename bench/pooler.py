@@ -29,7 +29,10 @@ before both transports were measured) is kept for continuity.
 laid over the first one's, as one more contender (``pgbouncer, Unix socket, altered``, on its
 socket) with its own ratio to ``pgbouncer, Unix socket``: how docs/howto/pgbouncer.md's
 advice on PgBouncer's settings was measured, e.g. ``--pgbouncer-setting
-server_check_delay=0``.
+server_check_delay=0``. With ``max_prepared_statements`` among them (PgBouncer 1.21 or
+newer keeps protocol-level prepared statements in transaction mode), that contender runs
+with ``PREPARED_STATEMENTS`` on, as docs/howto/pgbouncer.md advises for such a PgBouncer; put
+a newer ``pgbouncer`` first on ``PATH`` to measure one.
 
 Run: ``python -m bench.pooler`` (``--quick`` for a smoke run, ``--rounds N``). The server is
 the embedded PostgreSQL in ``.pgdata/bench`` (database ``pgq_bench``), restarted to listen
@@ -81,8 +84,12 @@ RATIOS = (
     ("unprepared / direct", "direct, unprepared", "direct"),
     ("pgbouncer, Unix / unprepared", "pgbouncer, Unix socket", "direct, unprepared"),
 )
-# Shown only when this run has the altered PgBouncer.
-ALTERED_RATIO = ("altered / pgbouncer, Unix", ALTERED, "pgbouncer, Unix socket")
+# Shown only when this run has the altered PgBouncer: against the first one, and (what the
+# goal compares) against the direct socket.
+ALTERED_RATIOS = (
+    ("altered / pgbouncer, Unix", ALTERED, "pgbouncer, Unix socket"),
+    ("altered / direct", ALTERED, "direct"),
+)
 
 
 @dataclass(frozen=True)
@@ -278,7 +285,7 @@ def ratio(values: dict[str, list[float]], a: str, b: str) -> float | None:
 
 
 def report(results: dict[str, dict[str, list[float]]], rounds: int) -> list[list[Any]]:
-    shown = RATIOS + ((ALTERED_RATIO,) if ALTERED in CONTENDERS else ())
+    shown = RATIOS + (ALTERED_RATIOS if ALTERED in CONTENDERS else ())
     speeds, ratios = [], []
     for case in CASES:
         values = results[case.key]
@@ -410,7 +417,10 @@ def _options(parser: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = common.arguments(__doc__.splitlines()[0], argv, extra=_options)
     rounds = args.rounds or (3 if args.quick else 7)
-    with running(dict(args.pgbouncer_setting)) as notes:
+    altered = dict(args.pgbouncer_setting)
+    if int(altered.get("max_prepared_statements", "0") or 0) > 0:
+        ALL_CONTENDERS[ALTERED] = ("pooled_altered", {})  # forked workers inherit this
+    with running(altered) as notes:
         results = run_cases(rounds, args.quick)
     rows = report(results, rounds)
     path = common.write_results(
