@@ -26,6 +26,11 @@ then stops both and exits with the command's status. ``.ci/test-pgbouncer`` runs
 suite this way::
 
     python -m bench.pgbouncer -- python -m pytest -q -m 'not spark'
+
+``--setting KEY=VALUE`` (repeatable) lays PgBouncer settings over the configuration. With
+``max_prepared_statements`` above 0 (PgBouncer 1.21 or newer: put it first on ``PATH``) the
+command also gets ``POOLER_KEEPS_PREPARED=1``, and the test settings then keep
+``PREPARED_STATEMENTS`` on, as docs/howto/pgbouncer.md advises for such a PgBouncer.
 """
 
 from __future__ import annotations
@@ -252,6 +257,21 @@ def direct_url(backend_dsn: str) -> str:
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in parts.items()})
 
 
+def setting_argument(text: str) -> tuple[str, str]:
+    """A ``KEY=VALUE`` command-line argument: one [pgbouncer] setting."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value.strip()
+
+
+def keeps_prepared(settings: dict[str, str]) -> bool:
+    """Whether a PgBouncer with these settings keeps protocol-level prepared statements in
+    transaction mode (1.21 and later, with ``max_prepared_statements`` above 0)."""
+    value = settings.get("max_prepared_statements", "0").strip() or "0"
+    return value.isdigit() and int(value) > 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.pgbouncer",
@@ -259,6 +279,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(transaction mode): DATABASE_URL goes through PgBouncer, DIRECT_DATABASE_URL not.",
     )
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument(
+        "--setting",
+        metavar="KEY=VALUE",
+        type=setting_argument,
+        action="append",
+        default=[],
+        help="a [pgbouncer] setting over the configuration's (repeatable); with "
+        "max_prepared_statements above 0 the command is told so (POOLER_KEEPS_PREPARED=1)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -267,8 +296,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pgq_django.testing import embedded_dsn
 
     backend = direct_url(embedded_dsn(args.data_dir))
-    with PgBouncer(backend) as bouncer:
+    settings = dict(args.setting)
+    with PgBouncer(backend, settings=settings) as bouncer:
         env = dict(os.environ, DATABASE_URL=bouncer.url(), DIRECT_DATABASE_URL=backend)
+        if keeps_prepared(settings):
+            env["POOLER_KEEPS_PREPARED"] = "1"
         print(f"PgBouncer (transaction mode) on 127.0.0.1:{bouncer.port}", flush=True)
         child = subprocess.Popen(command, env=env)
         forward: dict[int, Any] = {}

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import common, transports
-from .pgbouncer import PgBouncer, direct_url
+from .pgbouncer import PgBouncer, direct_url, keeps_prepared, setting_argument
 
 BODY = {"event": "order.created", "order_id": 12345, "items": ["a", "b", "c"], "note": "x" * 64}
 WORKER_PROCESSES = 4
@@ -395,18 +395,11 @@ def running(altered: dict[str, str] | None = None) -> Iterator[list[str]]:
 BOUNCER_PID = 0
 
 
-def _setting(text: str) -> tuple[str, str]:
-    key, equals, value = text.partition("=")
-    if not equals or not key.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
-    return key.strip(), value.strip()
-
-
 def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pgbouncer-setting",
         metavar="KEY=VALUE",
-        type=_setting,
+        type=setting_argument,
         action="append",
         default=[],
         help="run a second PgBouncer with this [pgbouncer] setting (repeatable) as one more "
@@ -418,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = common.arguments(__doc__.splitlines()[0], argv, extra=_options)
     rounds = args.rounds or (3 if args.quick else 7)
     altered = dict(args.pgbouncer_setting)
-    if int(altered.get("max_prepared_statements", "0") or 0) > 0:
+    if keeps_prepared(altered):
         ALL_CONTENDERS[ALTERED] = ("pooled_altered", {})  # forked workers inherit this
     with running(altered) as notes:
         results = run_cases(rounds, args.quick)

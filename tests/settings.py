@@ -84,7 +84,10 @@ if os.environ.get("DIRECT_DATABASE_URL"):
     for _key in ("HOST", "PORT", "USER", "PASSWORD"):  # each replaces the pooler's
         _direct.setdefault(_key, "")
     # tests/conftest.py lays these over any PGQ a test overrides, as a project keeps them.
-    POOLER_PGQ = {"PREPARED_STATEMENTS": False, "LISTEN_CONNECTION": _direct}
+    # A PgBouncer that keeps prepared statements (1.21+ with max_prepared_statements; python
+    # -m bench.pgbouncer --setting max_prepared_statements=N says so) takes them as they are.
+    _prepared = os.environ.get("POOLER_KEEPS_PREPARED") == "1"
+    POOLER_PGQ = {"PREPARED_STATEMENTS": _prepared, "LISTEN_CONNECTION": _direct}
     PGQ.update(POOLER_PGQ)
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 
