@@ -235,7 +235,8 @@ def tune_live_partitions(*, dry_run: bool = False) -> list[str]:
     lock, which does not block sends, reads or acks.
     """
     wanted = storage_options(MESSAGE_TABLE)
-    names = [p.name for p in list_partitions(MESSAGE_TABLE)] + [f"{MESSAGE_TABLE}_default"]
+    default = f"{MESSAGE_TABLE}_default"
+    names = [p.name for p in list_partitions(MESSAGE_TABLE)] + [default]
     actions = []
     for name in names:
         if _storage_differs(name, wanted):
@@ -245,7 +246,7 @@ def tune_live_partitions(*, dry_run: bool = False) -> list[str]:
                 )
                 _run(statement)
             actions.append(f"tune {name} ({', '.join(f'{k}={v}' for k, v in wanted.items())})")
-        if name == f"{MESSAGE_TABLE}_default":
+        if name == default:
             continue  # empty unless ids outran the ranges; its plans stay measured
         row = _one(statements.QUEUE_ID_DISTINCT, [name])
         if row is not None and row[0] != str(QUEUE_ID_DISTINCT):

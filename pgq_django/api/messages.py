@@ -39,8 +39,7 @@ def send(
     most ``PGQ["MAX_WAIT_SECONDS"]``; not inside ``transaction.atomic()``, which the wait
     would hold open).
     """
-    if "headers" in options:
-        v.unreserved_headers(options["headers"])
+    v.unreserved_headers(options.get("headers"))
     return send_one(queue, message, wait=wait, **options)
 
 

@@ -51,27 +51,19 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         deferred = tallies.deferred(alias)
         since = time.monotonic()
         notify = wakeups.leading(alias, queue, autocommit=deferred)
+        params: dict[str, Any] = {
+            "queue": queue,
+            "size": size,
+            "channel": settings.NOTIFY_CHANNEL,
+            "notify": notify,
+        }
         if deferred and len(bodies) == 1 and (not options or options == SEND_OPTION_DEFAULTS):
             # The usual send: one body, no options (their defaults are in the text).
             statement = sql.SEND_PLAIN
-            params = {
-                "queue": queue,
-                "body": bodies[0],
-                "size": size,
-                "channel": settings.NOTIFY_CHANNEL,
-                "notify": notify,
-            }
+            params["body"] = bodies[0]
         else:
             statement = sql.SEND_UNCOUNTED if deferred else sql.SEND
-            params = {
-                "queue": queue,
-                "bodies": list(bodies),
-                "size": size,
-                "channel": settings.NOTIFY_CHANNEL,
-                "notify": notify,
-                **SEND_OPTION_DEFAULTS,
-                **options,
-            }
+            params.update(SEND_OPTION_DEFAULTS, bodies=list(bodies), **options)
         row = db.run_one(statement, params, alias)  # _one without finding the alias again
         if row.msg_ids and deferred:  # committed (autocommit)
             tallies.add(alias, row.found_queue_id, "sent", len(row.msg_ids))
