@@ -368,6 +368,9 @@ class Case:
 
 CASES = (
     Case("send", "send", 2000, 40, kind="send"),
+    # Not one of issue 13's six: producers contending for one queue (its row was share-locked
+    # by every send while the message table had a foreign key to it; migration 0011).
+    Case("send_x4", "send, 4 producers", 4000, 80, consumers=4, kind="send"),
     Case("send_batch", "send_batch(100)", 20_000, 400, qty=100, kind="send_batch"),
     Case("read1", "read+delete qty 1, 1 consumer", 2000, 40),
     Case("read100", "read+delete qty 100, 1 consumer", 20_000, 400, qty=100),
@@ -400,8 +403,30 @@ def _drainer(name: str, qty: int) -> Callable[[], int]:
     return lambda: drain(contender, qty)
 
 
+def _sender(name: str, n: int) -> Callable[[], int]:
+    """Run in a producer process: connect and warm up, then hand back ``n`` sends to time."""
+    if name.startswith("pgq"):
+        from django.db import connections
+
+        connections["default"].ensure_connection()
+    contender = make(name)
+
+    def send() -> int:
+        for _ in range(n):
+            contender.send(BODY)
+        return n
+
+    return send
+
+
 def measure(case: Case, contender: Contender, n: int) -> float:
     """Messages per second of one contender doing one case once."""
+    if case.kind == "send" and case.consumers > 1:
+        each = n // case.consumers
+        elapsed, counts = common.run_processes(case.consumers, _sender, contender.name, each)
+        if sum(counts) != each * case.consumers:
+            raise RuntimeError(f"{contender.label} sent {sum(counts)} of {n} in {case.key}")
+        return sum(counts) / elapsed
     if case.kind == "send":
         start = common.clock()
         for _ in range(n):

@@ -14,6 +14,12 @@ from datetime import UTC, datetime
 # How long a dedup_id suppresses duplicates after the first send (SQS: five minutes).
 DEDUP_WINDOW_SECONDS = 300
 
+# How long a dropped queue's id is kept for sweeping rows that a send or archival racing the
+# drop committed after it (see pgq_django.models.DroppedQueue). Such a statement found the
+# queue before the drop committed, so only a transaction that stays open this long after
+# sending could leave a row that outlives it.
+DROPPED_QUEUE_MEMORY_SECONDS = 24 * 3600
+
 
 def dead_letter_expired_leases(*, limit: int = 1000) -> int:
     """Dead-letter messages that used up their attempts by crashing or hanging consumers."""
@@ -26,7 +32,8 @@ def dead_letter_expired_leases(*, limit: int = 1000) -> int:
 
 
 def prune() -> dict[str, int]:
-    """Retention for what is no longer live: old archive rows and spent dedup claims.
+    """Retention for what is no longer live: old archive rows, spent dedup claims, and rows
+    left behind by sends and archivals that raced a queue's drop.
 
     With ``PGQ["ARCHIVE_DROP_REQUIRES_EXPORT"]`` only archive rows that recorded Spark
     exports cover are deleted (see :func:`pgq_django.partitions.export_covered_until`).
@@ -44,4 +51,7 @@ def prune() -> dict[str, int]:
             before=before
         ),
         "dedup_pruned": Message.objects.db_manager(settings.DATABASE).prune_dedup_claims(),
+        "dropped_swept": Message.objects.db_manager(settings.DATABASE).sweep_dropped_queues(
+            keep=DROPPED_QUEUE_MEMORY_SECONDS
+        ),
     }

@@ -1,5 +1,5 @@
 """The delivery methods of ``Message.objects``: dedup, cancel, result, release, redrive,
-dead-lettering of crashed deliveries, expiry and spent dedup claims.
+dead-lettering of crashed deliveries, expiry, spent dedup claims and dropped queues' leftovers.
 
 One method per statement of :mod:`pgq_django.sql.delivery`; the functional API
 (:mod:`pgq_django.api.delivery`) validates arguments and turns "no such queue" into errors,
@@ -9,7 +9,10 @@ and the worker's maintenance duties call the upkeep methods.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
+
+from django.utils import timezone
 
 from ..conf import settings
 from ..delivery import DEDUP_WINDOW_SECONDS
@@ -86,3 +89,18 @@ class DeliveryMethods(SqlManager):
     def prune_dedup_claims(self) -> int:
         """Forget dedup claims whose window has passed; returns how many."""
         return int(self._one(sql.PRUNE_DEDUP, {}).pruned)
+
+    def sweep_dropped_queues(self, *, keep: float) -> int:
+        """Delete the messages, archive rows and counter rows of dropped queues that
+        statements racing the drop left behind, then forget drops older than ``keep``
+        seconds; returns how many messages and archive rows went. Without a dropped queue
+        to remember it runs no statement on the message tables."""
+        from ..models import DroppedQueue
+
+        dropped = DroppedQueue.objects.using(self._db_alias())
+        ids = list(dropped.values_list("queue_id", flat=True))
+        if not ids:
+            return 0
+        row = self._one(sql.SWEEP_DROPPED_QUEUES, {"ids": ids}, prepare=False)
+        dropped.filter(dropped_at__lt=timezone.now() - timedelta(seconds=keep)).delete()
+        return int(row.messages) + int(row.archived)

@@ -1,7 +1,7 @@
 from .exchanges import Binding, Exchange, ExchangeType
 from .grants import AccessKey, ExchangeGrant, QueueGrant
 from .messages import ArchivedMessage, Message, Outcome, QueueCounter, Receipt
-from .queues import QUEUE_NAME_PATTERN, Backoff, Queue
+from .queues import QUEUE_NAME_PATTERN, Backoff, DroppedQueue, Queue
 from .spark import SparkExport
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "ArchivedMessage",
     "Backoff",
     "Binding",
+    "DroppedQueue",
     "Exchange",
     "ExchangeGrant",
     "ExchangeType",

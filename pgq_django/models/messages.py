@@ -1,9 +1,12 @@
 """Live and archived messages.
 
 Both tables are partitioned by ``msg_id`` range and created by RunSQL in the migrations; the
-models carry the matching state so the ORM, the admin and the API can use them. The foreign
-key to the queue is enforced by the database with ``ON DELETE CASCADE`` (dropping a queue drops
-its messages in one statement), so Django is told not to create or emulate it.
+models carry the matching state so the ORM, the admin and the API can use them. ``queue`` is a
+relation without a database constraint (counter rows have none either): a key would
+share-lock the queue's row on every send and archival (migration 0011). Dropping a queue
+still removes its rows in the same statement, through a trigger on ``pgq_queue``, and upkeep
+sweeps the rows a racing send may commit after the drop
+(:class:`~pgq_django.models.DroppedQueue`); Django is told not to emulate a cascade.
 """
 
 from __future__ import annotations

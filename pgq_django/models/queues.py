@@ -92,3 +92,25 @@ class Queue(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class DroppedQueue(models.Model):
+    """A dropped queue's id, remembered for a while after the drop.
+
+    The message, archive and counter tables have no foreign key to the queue (a key check
+    share-locks the queue row on every send; migration 0011 says why). A drop deletes the
+    queue's rows in its own transaction, but a statement that found the queue before the drop
+    committed can still commit a row after it. Upkeep deletes such rows by these ids
+    (:meth:`~pgq_django.managers.delivery.DeliveryMethods.sweep_dropped_queues`); nothing
+    reads them meanwhile, since every statement finds its queue by name.
+    """
+
+    queue_id = models.BigIntegerField(primary_key=True)
+    dropped_at = models.DateTimeField()
+
+    class Meta:
+        app_label = "pgq_django"
+        db_table = "pgq_dropped_queue"
+
+    def __str__(self) -> str:
+        return f"queue {self.queue_id}, dropped {self.dropped_at:%Y-%m-%d %H:%M:%S}"

@@ -37,7 +37,7 @@ _SUMS = """SELECT u.queue_id, u.kind, u.n, u.at
 # -- add_counts -- Write a process's sums of autocommit sends and acks (pgq_django.tallies):
 # one counter row per queue, kind and minute; counts of a queue dropped since are left out.
 # The queues are share-locked first, so a drop running at the same moment either waits for
-# this insert or has already removed the queue (no foreign-key error, nothing orphaned).
+# this insert or has already removed the queue (nothing is left for upkeep to sweep).
 ADD_COUNTS = f"""WITH live AS (
     SELECT id FROM pgq_queue WHERE id = ANY(%(queue_ids)s::bigint[]) FOR KEY SHARE
 )

@@ -258,3 +258,18 @@ PRUNE_DEDUP = """
 WITH d AS (DELETE FROM pgq_dedup WHERE expires_at <= clock_timestamp() RETURNING 1)
 SELECT count(*) AS pruned FROM d
 """
+
+# -- sweep_dropped_queues -- Delete the rows of the dropped queues %(ids)s (messages, archive
+# rows, counter rows) that statements racing the drop committed after it (migration 0011).
+# Run unprepared, so each partition is planned for these ids: a search of its queue index.
+SWEEP_DROPPED_QUEUES = """
+WITH m AS (
+    DELETE FROM pgq_message WHERE queue_id = ANY(%(ids)s::bigint[]) RETURNING 1
+), a AS (
+    DELETE FROM pgq_archived_message WHERE queue_id = ANY(%(ids)s::bigint[]) RETURNING 1
+), c AS (
+    DELETE FROM pgq_queue_counter WHERE queue_id = ANY(%(ids)s::bigint[]) RETURNING 1
+)
+SELECT (SELECT count(*) FROM m) AS messages, (SELECT count(*) FROM a) AS archived,
+       (SELECT count(*) FROM c) AS counters
+"""
