@@ -9,6 +9,7 @@ after it, and such a row must be unreachable at once and gone after upkeep.
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -134,8 +135,10 @@ def test_senders_hammering_a_queue_while_it_is_dropped_leave_nothing_after_upkee
         counts.append(n)
 
     threads = [in_thread(sender) for _ in range(3)]
-    while Message.objects.filter(queue_id=q.id).count() < 200:
-        pass
+    while Message.objects.filter(queue_id=q.id).count() < 200 and all(
+        t.is_alive() for t in threads
+    ):
+        time.sleep(0.005)
     assert pgq.drop_queue("drop_hammer") is True
     stop.set()
     for thread in threads:
