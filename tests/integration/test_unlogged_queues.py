@@ -171,6 +171,15 @@ def set_transient(value: int) -> None:
     set_sequence(value, partitions.TRANSIENT)
 
 
+# How long the upkeep calls below wait for their lock on the message table. Upkeep's own
+# timeouts are short on purpose (it tries again at its next run); a test needs an answer. Any
+# other session's lock on a partition makes them give up: one CI run of the py3.13 row lost
+# all three tests below at once to such a lock (its holder was not recorded). An autovacuum of
+# a partition is one such holder, cancelled for a waiting lock request only after
+# deadlock_timeout (1 s).
+PATIENT_MS = 10_000
+
+
 @pytest.fixture
 def transient_top(db: Any) -> Iterator[int]:
     """The second sequence just past its highest range, tiny ranges; restored after (the DDL
@@ -252,10 +261,12 @@ def test_drained_ranges_of_each_space_go_by_their_own_sequence(transient_top, ma
     }
     set_transient(top + SIZE + 5)  # the second sequence has passed [top, top + SIZE)
     # It still holds a message: kept.
-    assert f"pgq_message_r{top} " not in " ".join(partitions.drop_drained_partitions())
+    assert f"pgq_message_r{top} " not in " ".join(
+        partitions.drop_drained_partitions(lock_timeout_ms=PATIENT_MS)
+    )
 
     pgq.delete(q, msg_id)
-    dropped = partitions.drop_drained_partitions()
+    dropped = partitions.drop_drained_partitions(lock_timeout_ms=PATIENT_MS)
     assert f"drop pgq_message_r{top} [{top}, {top + SIZE})" in dropped
     assert f"drop pgq_archived_message_r{top} [{top}, {top + SIZE})" in dropped
     remaining = {p.name for p in partitions.list_partitions("pgq_message")}
@@ -279,10 +290,12 @@ def test_once_no_non_durable_queue_is_left_its_empty_unlogged_ranges_go(transien
     q = make_queue(durable=False)
     pgq.delete(q, pgq.send(q, "gone"))
     assert _unlogged_tables()
-    kept = partitions.drop_drained_partitions()  # the queue may still send
+    kept = partitions.drop_drained_partitions(
+        lock_timeout_ms=PATIENT_MS
+    )  # the queue may still send
     assert not [a for a in kept if partitions.space_of(_bounds(a)[0]) is partitions.TRANSIENT]
     pgq.drop_queue(q)
-    dropped = partitions.drop_drained_partitions()
+    dropped = partitions.drop_drained_partitions(lock_timeout_ms=PATIENT_MS)
     assert f"drop pgq_message_r{top} [{top}, {top + SIZE})" in dropped
     assert _unlogged_tables() == []
     assert not [a for a in partitions.premake_partitions() if "unlogged" in a]  # none again
@@ -308,7 +321,7 @@ def test_rows_of_a_non_durable_queue_in_the_default_are_repaired_into_an_unlogge
     for action in partitions.premake_partitions(dry_run=True):
         low, high = _bounds(action)
         assert high <= TRANSIENT_FIRST_ID or low >= TRANSIENT_FIRST_ID
-    assert partitions.repair_default() == [
+    assert partitions.repair_default(lock_timeout_ms=PATIENT_MS) == [
         f"repair pgq_message_default: 1 rows into pgq_message_r{lower} [{lower}, {lower + SIZE})"
     ]
     assert _persistence(msg_id) == "u"
