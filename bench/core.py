@@ -393,23 +393,24 @@ def drain(contender: Contender, qty: int) -> int:
         done += len(ids)
 
 
-def _drainer(name: str, qty: int) -> Callable[[], int]:
-    """Run in a consumer process: connect and warm up, then hand back the drain to time."""
+def _contender_in_child(name: str) -> Contender:
+    """In a forked process: the contender, its Django connection (if any) already open."""
     if name.startswith("pgq"):
         from django.db import connections
 
         connections["default"].ensure_connection()
-    contender = make(name)
+    return make(name)
+
+
+def _drainer(name: str, qty: int) -> Callable[[], int]:
+    """Run in a consumer process: connect and warm up, then hand back the drain to time."""
+    contender = _contender_in_child(name)
     return lambda: drain(contender, qty)
 
 
 def _sender(name: str, n: int) -> Callable[[], int]:
     """Run in a producer process: connect and warm up, then hand back ``n`` sends to time."""
-    if name.startswith("pgq"):
-        from django.db import connections
-
-        connections["default"].ensure_connection()
-    contender = make(name)
+    contender = _contender_in_child(name)
 
     def send() -> int:
         for _ in range(n):
