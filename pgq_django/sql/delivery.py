@@ -268,8 +268,7 @@ WITH m AS (
 ), a AS (
     DELETE FROM pgq_archived_message WHERE queue_id = ANY(%(ids)s::bigint[]) RETURNING 1
 ), c AS (
-    DELETE FROM pgq_queue_counter WHERE queue_id = ANY(%(ids)s::bigint[]) RETURNING 1
+    DELETE FROM pgq_queue_counter WHERE queue_id = ANY(%(ids)s::bigint[])
 )
-SELECT (SELECT count(*) FROM m) AS messages, (SELECT count(*) FROM a) AS archived,
-       (SELECT count(*) FROM c) AS counters
+SELECT (SELECT count(*) FROM m) AS messages, (SELECT count(*) FROM a) AS archived
 """
