@@ -28,6 +28,9 @@ from .queryset import MessageQuerySet
 # ack (see ack). A stale entry costs one extra query, never a wrong result.
 _FIFO_QUEUES: dict[str, bool] = {}
 _ARCHIVES_ON_ACK: dict[str, bool] = {}
+# Queue name -> whether it had max_length when last sent to without options (see
+# _send_plain).
+_BOUNDED_QUEUES: dict[str, bool] = {}
 
 _MessageManagerBase = SqlManager.from_queryset(MessageQuerySet)
 _DELIVERY_ORDER = operator.itemgetter(
@@ -59,19 +62,40 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         }
         if deferred and len(bodies) == 1 and (not options or options == SEND_OPTION_DEFAULTS):
             # The usual send: one body, no options (their defaults are in the text).
-            statement = sql.SEND_PLAIN
             params["body"] = bodies[0]
+            queue_id, msg_ids, notified, full = self._send_plain(params, alias)
         else:
             statement = sql.SEND_UNCOUNTED if deferred else sql.SEND
             params.update(SEND_OPTION_DEFAULTS, bodies=list(bodies), **options)
-        row = db.run_one(statement, params, alias)  # _one without finding the alias again
-        if row.msg_ids and deferred:  # committed (autocommit)
-            tallies.add(alias, row.found_queue_id, "sent", len(row.msg_ids))
+            row = db.run_one(statement, params, alias)  # _one without finding the alias again
+            queue_id, msg_ids, full = row.found_queue_id, row.msg_ids, row.queue_full
+            notified = bool(row.notified)
+        if msg_ids and deferred:  # committed (autocommit)
+            tallies.add(alias, queue_id, "sent", len(msg_ids))
             if not notify:
                 wakeups.owe(alias, queue)  # wake after the interval, unless a later send does
-            elif row.notified:
+            elif notified:
                 wakeups.covered(alias, queue, since)  # this send woke for the earlier ones
-        return row.found_queue_id, row.msg_ids, row.queue_full
+        return queue_id, msg_ids, full
+
+    @staticmethod
+    def _send_plain(params: dict[str, Any], alias: str) -> tuple[Any, list[int], bool, bool]:
+        """(queue_id or None, [msg_id] or [], notified, full) of the usual send.
+
+        SEND_ONE (one INSERT, no room check) unless the queue was last seen with max_length;
+        SEND_PLAIN when it was, or when SEND_ONE did not send, to check for room and say
+        why. A stale entry costs a round trip, never a send past max_length: SEND_ONE only
+        sends into a queue whose max_length is NULL as it runs.
+        """
+        queue = params["queue"]
+        if not _BOUNDED_QUEUES.get(queue):
+            sent = db.run_one(sql.SEND_ONE, params, alias)
+            if sent is not None:
+                return sent.queue_id, [sent.msg_id], sent.notified, False
+        row = db.run_one(sql.SEND_PLAIN, params, alias)
+        if row.found_queue_id is not None:
+            _BOUNDED_QUEUES[queue] = row.bounded
+        return row.found_queue_id, row.msg_ids, bool(row.notified), row.queue_full
 
     def wake(self, queues: Sequence[str]) -> int:
         """Notify the listeners of ``queues`` (the trailing wake-ups of throttled sends)."""

@@ -14,6 +14,7 @@ from .fragments import (
     M_COLS,
     OPTION_DEFAULTS,
     OPTION_PARAMETERS,
+    TRANSIENT_FIRST_ID,
     archive_rows,
     count_one,
     count_rows,
@@ -23,10 +24,10 @@ from .fragments import (
 )
 
 # A send that is its own transaction into a non-durable queue commits without waiting for
-# the WAL flush. Its message row is UNLOGGED; the only WAL it writes is the foreign key
-# check's row lock on its queue (and, one send in 32, the sequence's), which alone would make
-# the commit wait for an fsync: a crash loses nothing the crash does not take anyway (the
-# message), and anything committed after it flushes its WAL too. Never inside the caller's
+# the WAL flush. Its message row is UNLOGGED; the only WAL it may write is its sequence's (one
+# send in 32), which alone would make the commit wait for an fsync: a crash loses nothing the
+# crash does not take anyway (the message), and anything committed after it flushes its WAL
+# too. Never inside the caller's
 # transaction, whose own writes must stay durable; set_config(..., true) ends with the commit.
 _RELAX_COMMIT = """,
        (SELECT set_config('synchronous_commit', 'off', true) FROM room q
@@ -46,6 +47,8 @@ def _send(counted_here: bool, *, plain: bool = False) -> str:
         else ""
     )
     relax = "" if counted_here else _RELAX_COMMIT
+    # Whether the queue has max_length (the manager sends into one without it by SEND_ONE).
+    bounded = ",\n       (SELECT max_length IS NOT NULL FROM q) AS bounded" if plain else ""
     options = OPTION_DEFAULTS if plain else OPTION_PARAMETERS
     if plain:
         n, rows = "1", "FROM room q"
@@ -70,7 +73,7 @@ SELECT (SELECT id FROM q) AS found_queue_id,
        ARRAY(SELECT msg_id FROM ins ORDER BY msg_id) AS msg_ids,
        (SELECT count(pg_notify(%(channel)s, q.name)) FROM room q
         WHERE %(notify)s AND coalesce({options["delay"]}, q.delivery_delay) <= 0) AS notified,
-       EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room) AS queue_full{relax}
+       EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room) AS queue_full{bounded}{relax}
 """
 
 
@@ -86,9 +89,31 @@ SEND = _send(True)
 SEND_UNCOUNTED = _send(False)
 
 # -- send_plain -- SEND_UNCOUNTED of one body (%(body)s) without send options, the usual
-# send: the options' defaults are constants in the text, so the client binds five
-# parameters instead of nineteen and no array (the same answer and wake-up as SEND).
+# send into a queue with max_length, or after SEND_ONE could not send: the options' defaults
+# are constants in the text, so the client binds five parameters instead of nineteen and no
+# array (the same answer and wake-up as SEND, and whether the queue is ``bounded``).
 SEND_PLAIN = _send(False, plain=True)
+
+# -- send_one -- The usual send (SEND_PLAIN's) into a queue without max_length, as a single
+# INSERT that answers only when it sent: one row, its msg_id and queue_id; none when the
+# queue is missing, bounded (max_length) or the body too large, and the manager then runs
+# SEND_PLAIN, which checks for room and says why it could not send. Its RETURNING does what
+# SEND_PLAIN's outer query does: notify when %(notify)s and the message is visible already
+# (a queue's delivery_delay postpones it), and relax the commit of a non-durable queue's
+# message, whose id is from the transient space. Without SEND_PLAIN's CTEs and its room
+# check (a sub-plan over every partition, set up on each call even when max_length is
+# NULL), PostgreSQL spends about a fifth less on it (docs/performance.md, "One INSERT per
+# send").
+SEND_ONE = f"""
+{insert_messages("q", "%(body)s::jsonb", options=OPTION_DEFAULTS)}
+    FROM pgq_queue q
+    WHERE q.name = %(queue)s AND q.max_message_size >= %(size)s AND q.max_length IS NULL
+RETURNING msg_id, queue_id,
+    (CASE WHEN %(notify)s AND vt <= clock_timestamp() THEN pg_notify(%(channel)s, %(queue)s) END)
+        IS NOT NULL AS notified,
+    CASE WHEN msg_id >= {TRANSIENT_FIRST_ID} THEN set_config('synchronous_commit', 'off', true)
+    END AS relaxed_commit
+"""
 
 # -- wake -- Notify the listeners of several queues at once: the trailing wake-up of sends
 # that left theirs out (pgq_django.wakeups), on a connection of its own, after they committed.

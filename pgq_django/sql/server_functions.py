@@ -26,6 +26,7 @@ WRAPPED = (
     messages.SEND,
     messages.SEND_UNCOUNTED,
     messages.SEND_PLAIN,
+    messages.SEND_ONE,
     *(text.format(filters="") for text in messages.READ.values()),
     *(text.format(filters="") for text in messages.POP.values()),
     *messages.DELETE.values(),

@@ -1,8 +1,9 @@
-"""A send without options that commits on its own runs SEND_PLAIN, whose option values are
-constants in its text instead of parameters (docs/performance.md, issue 13). These pin down
-that it stores what a send with the options spelled out stores, and refuses what that send
-refuses. The per-test transaction of ``db`` would route every send to SEND, so these tests
-commit (``transaction=True``).
+"""A send without options that commits on its own runs SEND_ONE, one INSERT whose option
+values are constants in its text instead of parameters, and SEND_PLAIN only when that
+INSERT could not send, to learn why (docs/performance.md, issue 13). These pin down that it
+stores what a send with the options spelled out stores, refuses what that send refuses, and
+wakes and commits as SEND_PLAIN did. The per-test transaction of ``db`` would route every
+send to SEND, so these tests commit (``transaction=True``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 import pgq_django as pgq
-from pgq_django import server_functions
+from pgq_django import db, notify, server_functions
 from pgq_django.models import Message
 from pgq_django.sql import messages
 from pgq_django.sql import server_functions as functions
@@ -56,7 +57,7 @@ def test_a_send_without_options_stores_what_the_options_defaults_store(
     q = pgq.create_queue(queue_name, delivery_delay=delivery_delay, retention=3600)
     with statements_run() as seen:
         plain = pgq.send(q, {"n": 1})
-    assert seen == [messages.SEND_PLAIN]
+    assert seen == [messages.SEND_ONE]
     spelled = pgq.send(
         q,
         {"n": 1},
@@ -81,16 +82,90 @@ def test_a_send_without_options_stores_what_the_options_defaults_store(
     assert pgq.metrics(q).total_messages == 4
 
 
-def test_a_send_without_options_refuses_what_any_send_refuses(queue_name: str) -> None:
-    with pytest.raises(pgq.QueueNotFound):
+def test_a_send_without_options_refuses_what_any_send_refuses(
+    queue_name: str, make_queue: Any
+) -> None:
+    """SEND_ONE answers nothing when it cannot send; SEND_PLAIN then says why (and the
+    API's error may look the queue up once more to word it)."""
+    refused = [messages.SEND_ONE, messages.SEND_PLAIN]
+    with statements_run() as seen, pytest.raises(pgq.QueueNotFound):
         pgq.send(queue_name, "nowhere")
-    q = pgq.create_queue(queue_name, max_message_size=1024, max_length=1)
-    with pytest.raises(pgq.MessageTooLarge, match="1024"):
+    assert seen[:2] == refused
+    q = pgq.create_queue(queue_name, max_message_size=1024)
+    with statements_run() as seen, pytest.raises(pgq.MessageTooLarge, match="1024"):
         pgq.send(q, "x" * 2000)
-    first = pgq.send(q, "fits")
-    with pytest.raises(pgq.QueueFull):
+    assert seen[:2] == refused
+    bounded = make_queue(max_length=1)
+    first = pgq.send(bounded, "fits")
+    with statements_run() as seen, pytest.raises(pgq.QueueFull):
+        pgq.send(bounded, "no room")
+    assert seen[:1] == [messages.SEND_PLAIN]  # known to have max_length: no SEND_ONE
+    assert [m.msg_id for m in pgq.read(bounded, qty=10)] == [first]
+    assert pgq.metrics(q).total_messages == 0
+    assert pgq.metrics(bounded).total_messages == 1
+
+
+def test_a_queue_given_max_length_later_is_not_overfilled_by_a_send_without_options(
+    queue_name: str,
+) -> None:
+    """This process last sent to the queue without max_length, so its next send tries
+    SEND_ONE first, which must not send into a queue that has one by now."""
+    q = pgq.create_queue(queue_name)
+    with statements_run() as seen:
+        first = pgq.send(q, "unbounded")
+    assert seen == [messages.SEND_ONE]
+    pgq.alter_queue(q, max_length=1)
+    with statements_run() as seen, pytest.raises(pgq.QueueFull):
         pgq.send(q, "no room")
-    assert [m.msg_id for m in pgq.read(q, qty=10)] == [first]
+    assert seen[:2] == [messages.SEND_ONE, messages.SEND_PLAIN]
+    pgq.alter_queue(q, max_length=None)
+    with statements_run() as seen:
+        pgq.send(q, "room again")  # SEND_PLAIN, which sees max_length gone
+    with statements_run() as seen_next:
+        pgq.send(q, "and again")
+    assert (seen, seen_next) == ([messages.SEND_PLAIN], [messages.SEND_ONE])
+    assert pgq.metrics(q).total_messages == 3
+    assert pgq.read(q, qty=10)[0].msg_id == first
+
+
+def test_a_send_without_options_wakes_listeners_only_for_a_visible_message(
+    queue_name: str, make_queue: Any
+) -> None:
+    """The wake-up SEND_ONE's RETURNING sends: for a message visible at once, not for one a
+    queue's delivery_delay holds back (its readers find it by polling, as with SEND_PLAIN)."""
+    delayed = make_queue(delivery_delay=30)
+    at_once = pgq.create_queue(queue_name)
+    listener = notify.Listener()
+    try:
+        with override_settings(PGQ={"NOTIFY_INTERVAL": 0}), statements_run() as seen:
+            pgq.send(delayed, "later")
+            pgq.send(at_once, "now")
+        assert seen == [messages.SEND_ONE] * 2
+        payloads: list[str] = []
+        while queue_name not in payloads:
+            # Delivered in commit order: the delayed send's would have come first.
+            payloads += [n.payload for n in listener.conn.notifies(timeout=30, stop_after=1)]
+    finally:
+        listener.close()
+    assert delayed.name not in payloads
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_send_one_relaxes_the_commit_of_a_non_durable_queue_only(
+    make_queue: Any, durable: bool
+) -> None:
+    """Run by hand inside a transaction (the manager runs it only in autocommit) to see the
+    setting its RETURNING leaves for the commit: off for a non-durable queue's message."""
+    q = make_queue(durable=durable)
+    params = {"queue": q.name, "size": 1, "channel": "unheard", "notify": False, "body": "1"}
+    with transaction.atomic():
+        row = db.run_one(messages.SEND_ONE, params)
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            setting = cursor.fetchone()[0]
+    assert (row.relaxed_commit, setting) == ((None, "on") if durable else ("off", "off"))
+    assert row.notified is False
+    assert pgq.read(q)[0].msg_id == row.msg_id
 
 
 def test_a_send_without_options_into_a_non_durable_queue(queue_name: str) -> None:
@@ -111,6 +186,6 @@ def test_behind_a_pooler_a_send_without_options_runs_its_function(queue_name: st
             msg_id = pgq.send(q, {"n": 1})
     finally:
         server_functions.forget()
-    name = functions.function_name(messages.SEND_PLAIN)
+    name = functions.function_name(messages.SEND_ONE)
     assert [name in query["sql"] for query in queries.captured_queries] == [True]
     assert _stored(msg_id)[-1] == 3600
