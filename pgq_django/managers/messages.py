@@ -165,6 +165,13 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
             params = {"queue": queue, "result": result, **refs_params(refs)}
             shapes = sql.DELETE_UNCOUNTED if deferred else sql.DELETE
         archives = _ARCHIVES_ON_ACK.get(queue, False)
+        if deferred and len(refs) == 1 and not archives:
+            # The usual ack: one DELETE that answers only when it deleted; the shapes below
+            # say why it did not (or archive, when the queue archives on ack by now).
+            deleted = self._one(sql.ACK_ONE, params)
+            if deleted is not None:
+                tallies.add(alias, deleted.queue_id, "acked", 1)
+                return deleted.queue_id, [deleted.msg_id]
         row = self._one(shapes[archives], params)
         if row.found_queue_id is None:
             state = self.queue_state(queue)

@@ -273,6 +273,18 @@ DELETE_ONE_UNCOUNTED = {
     archives: _delete(archives, False, _FENCED_ID) for archives in (False, True)
 }
 
+# -- ack_one -- The usual ack (DELETE_ONE_UNCOUNTED's, for a queue that does not archive on
+# ack) as a single DELETE that answers only when it deleted: one row, the msg_id and the
+# queue_id; none when the queue is missing or archives on ack, or the message is gone or
+# leased again (the receipt fence), and the manager then runs DELETE_ONE_UNCOUNTED, which
+# says which. Without the CTEs and sub-queries PostgreSQL spends about a tenth less on it.
+ACK_ONE = """
+DELETE FROM pgq_message m USING pgq_queue q
+WHERE q.name = %(queue)s AND NOT q.archive_on_ack AND m.queue_id = q.id
+  AND m.msg_id = %(msg_id)s::bigint AND (%(ct)s::int IS NULL OR m.read_ct = %(ct)s::int)
+RETURNING m.msg_id, q.id AS queue_id
+"""
+
 # -- archive -- Move messages to the archive with an outcome (PGMQ archive).
 ARCHIVE = f"""
 WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s),

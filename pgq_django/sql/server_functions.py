@@ -33,6 +33,7 @@ WRAPPED = (
     *messages.DELETE_UNCOUNTED.values(),
     *messages.DELETE_ONE.values(),
     *messages.DELETE_ONE_UNCOUNTED.values(),
+    messages.ACK_ONE,
     messages.ARCHIVE,
     messages.SET_VT,
     messages.NACK,

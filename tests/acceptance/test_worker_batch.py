@@ -30,17 +30,20 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 WORKER = ("-m", "django", "pgq_worker", "--import", "tests.worker_handlers", "-v", "2")
 # Acks inside a transaction count themselves (DELETE); autocommit ones leave the count to the
-# process's tallies (DELETE_UNCOUNTED); a single message has its own shapes (DELETE_ONE*).
-# Any of them is one ack statement.
+# process's tallies (DELETE_UNCOUNTED); a single message has its own shapes (DELETE_ONE*),
+# and its autocommit ack is ACK_ONE. Any of them is one ack statement.
 ACK_STATEMENTS = {
-    text
-    for shapes in (
-        message_sql.DELETE,
-        message_sql.DELETE_UNCOUNTED,
-        message_sql.DELETE_ONE,
-        message_sql.DELETE_ONE_UNCOUNTED,
-    )
-    for text in shapes.values()
+    message_sql.ACK_ONE,
+    *(
+        text
+        for shapes in (
+            message_sql.DELETE,
+            message_sql.DELETE_UNCOUNTED,
+            message_sql.DELETE_ONE,
+            message_sql.DELETE_ONE_UNCOUNTED,
+        )
+        for text in shapes.values()
+    ),
 }
 
 
