@@ -2,7 +2,9 @@
 
 Every statement looks the queue up by name in a ``q`` CTE and reports the id it found as
 ``found_queue_id`` (NULL: no such queue, or not the shape the statement is for), so "unknown
-queue" costs no extra round trip on the success path. Run by
+queue" costs no extra round trip on the success path. Two are leaner: SEND_ONE and ACK_ONE,
+the usual send and ack, join the queue instead and answer only when they acted; the manager
+then runs the full statement to learn why they did not. Run by
 :class:`pgq_django.managers.MessageManager`.
 """
 
@@ -27,8 +29,8 @@ from .fragments import (
 # the WAL flush. Its message row is UNLOGGED; the only WAL it may write is its sequence's (one
 # send in 32), which alone would make the commit wait for an fsync: a crash loses nothing the
 # crash does not take anyway (the message), and anything committed after it flushes its WAL
-# too. Never inside the caller's
-# transaction, whose own writes must stay durable; set_config(..., true) ends with the commit.
+# too. Never inside the caller's transaction, whose own writes must stay durable;
+# set_config(..., true) ends with the commit.
 _RELAX_COMMIT = """,
        (SELECT set_config('synchronous_commit', 'off', true) FROM room q
         WHERE NOT q.durable) AS relaxed_commit"""
