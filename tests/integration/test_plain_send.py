@@ -8,6 +8,7 @@ send to SEND, so these tests commit (``transaction=True``).
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -142,11 +143,13 @@ def test_a_send_without_options_wakes_listeners_only_for_a_visible_message(
             pgq.send(at_once, "now")
         assert seen == [messages.SEND_ONE] * 2
         payloads: list[str] = []
-        while queue_name not in payloads:
+        give_up = time.monotonic() + 60  # only guards against a hang
+        while queue_name not in payloads and time.monotonic() < give_up:
             # Delivered in commit order: the delayed send's would have come first.
-            payloads += [n.payload for n in listener.conn.notifies(timeout=30, stop_after=1)]
+            payloads += [n.payload for n in listener.conn.notifies(timeout=5, stop_after=1)]
     finally:
         listener.close()
+    assert queue_name in payloads
     assert delayed.name not in payloads
 
 
