@@ -60,10 +60,10 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
             "channel": settings.NOTIFY_CHANNEL,
             "notify": notify,
         }
-        if deferred and len(bodies) == 1 and (not options or options == SEND_OPTION_DEFAULTS):
+        if len(bodies) == 1 and (not options or options == SEND_OPTION_DEFAULTS):
             # The usual send: one body, no options (their defaults are in the text).
             params["body"] = bodies[0]
-            queue_id, msg_ids, notified, full = self._send_plain(params, alias)
+            queue_id, msg_ids, notified, full = self._send_plain(params, alias, deferred)
         else:
             statement = sql.SEND_UNCOUNTED if deferred else sql.SEND
             params.update(SEND_OPTION_DEFAULTS, bodies=list(bodies), **options)
@@ -79,20 +79,24 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         return queue_id, msg_ids, full
 
     @staticmethod
-    def _send_plain(params: dict[str, Any], alias: str) -> tuple[Any, list[int], bool, bool]:
+    def _send_plain(
+        params: dict[str, Any], alias: str, deferred: bool
+    ) -> tuple[Any, list[int], bool, bool]:
         """(queue_id or None, [msg_id] or [], notified, full) of the usual send.
 
-        SEND_ONE (one INSERT, no room check) unless the queue was last seen with max_length;
-        SEND_PLAIN when it was, or when SEND_ONE did not send, to check for room and say
-        why. A stale entry costs a round trip, never a send past max_length: SEND_ONE only
-        sends into a queue whose max_length is NULL as it runs.
+        SEND_ONE (one INSERT, no room check; SEND_ONE_COUNTED inside the caller's
+        transaction, with its counter row) unless the queue was last seen with max_length;
+        SEND_PLAIN (SEND_PLAIN_COUNTED) when it was, or when the first did not send, to
+        check for room and say why. A stale entry costs a round trip, never a send past
+        max_length: SEND_ONE only sends into a queue whose max_length is NULL as it runs.
         """
         queue = params["queue"]
         if not _BOUNDED_QUEUES.get(queue):
-            sent = db.run_one(sql.SEND_ONE, params, alias)
+            lean = sql.SEND_ONE if deferred else sql.SEND_ONE_COUNTED
+            sent = db.run_one(lean, params, alias)
             if sent is not None:
                 return sent.queue_id, [sent.msg_id], sent.notified, False
-        row = db.run_one(sql.SEND_PLAIN, params, alias)
+        row = db.run_one(sql.SEND_PLAIN if deferred else sql.SEND_PLAIN_COUNTED, params, alias)
         if row.found_queue_id is not None:
             _BOUNDED_QUEUES[queue] = row.bounded
         return row.found_queue_id, row.msg_ids, bool(row.notified), row.queue_full

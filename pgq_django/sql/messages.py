@@ -96,6 +96,40 @@ SEND_UNCOUNTED = _send(False)
 # array (the same answer and wake-up as SEND, and whether the queue is ``bounded``).
 SEND_PLAIN = _send(False, plain=True)
 
+# -- send_plain_counted -- SEND_PLAIN inside the caller's transaction: with its 'sent'
+# counter row (SEND's answer, and whether the queue is ``bounded``).
+SEND_PLAIN_COUNTED = _send(True, plain=True)
+
+
+def _send_one(counted_here: bool) -> str:
+    """SEND_ONE's text, or (inside the caller's transaction) SEND_ONE_COUNTED's: the same
+    INSERT with its 'sent' counter row in a CTE, and no relaxed commit."""
+    insert = f"""{insert_messages("q", "%(body)s::jsonb", options=OPTION_DEFAULTS)}
+    FROM pgq_queue q
+    WHERE q.name = %(queue)s AND q.max_message_size >= %(size)s AND q.max_length IS NULL"""
+    wake = """(CASE WHEN %(notify)s AND vt <= clock_timestamp() THEN pg_notify(%(channel)s, %(queue)s) END)
+        IS NOT NULL AS notified"""  # noqa: E501
+    if counted_here:
+        return f"""
+WITH ins AS (
+    {insert}
+    RETURNING msg_id, queue_id, vt
+), counted AS (
+    {counted("SELECT queue_id, 'sent', 1, clock_timestamp() FROM ins")}
+)
+SELECT msg_id, queue_id,
+    {wake}
+FROM ins
+"""
+    return f"""
+{insert}
+RETURNING msg_id, queue_id,
+    {wake},
+    CASE WHEN msg_id >= {TRANSIENT_FIRST_ID} THEN set_config('synchronous_commit', 'off', true)
+    END AS relaxed_commit
+"""
+
+
 # -- send_one -- The usual send (SEND_PLAIN's) into a queue without max_length, as a single
 # INSERT that answers only when it sent: one row, its msg_id and queue_id; none when the
 # queue is missing, bounded (max_length) or the body too large, and the manager then runs
@@ -106,16 +140,12 @@ SEND_PLAIN = _send(False, plain=True)
 # check (a sub-plan over every partition, set up on each call even when max_length is
 # NULL), PostgreSQL spends about a fifth less on it (docs/performance.md, "One INSERT per
 # send").
-SEND_ONE = f"""
-{insert_messages("q", "%(body)s::jsonb", options=OPTION_DEFAULTS)}
-    FROM pgq_queue q
-    WHERE q.name = %(queue)s AND q.max_message_size >= %(size)s AND q.max_length IS NULL
-RETURNING msg_id, queue_id,
-    (CASE WHEN %(notify)s AND vt <= clock_timestamp() THEN pg_notify(%(channel)s, %(queue)s) END)
-        IS NOT NULL AS notified,
-    CASE WHEN msg_id >= {TRANSIENT_FIRST_ID} THEN set_config('synchronous_commit', 'off', true)
-    END AS relaxed_commit
-"""
+SEND_ONE = _send_one(False)
+
+# -- send_one_counted -- SEND_ONE inside the caller's transaction: its 'sent' counter row is
+# written in the statement, to commit or roll back with the caller's rows, and its commit is
+# never relaxed. No row back runs SEND_PLAIN_COUNTED, as SEND_PLAIN follows SEND_ONE.
+SEND_ONE_COUNTED = _send_one(True)
 
 # -- wake -- Notify the listeners of several queues at once: the trailing wake-up of sends
 # that left theirs out (pgq_django.wakeups), on a connection of its own, after they committed.

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.db.models import Sum
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 import pgq_django as pgq
 from pgq_django import db, notify, server_functions
-from pgq_django.models import Message
+from pgq_django.models import Message, QueueCounter
 from pgq_django.sql import messages
 from pgq_django.sql import server_functions as functions
 from tests.conftest import statements_run
@@ -71,8 +72,9 @@ def test_a_send_without_options_stores_what_the_options_defaults_store(
         max_retries=None,
         retry_delay=None,
     )
-    with transaction.atomic():
-        counted = pgq.send(q, {"n": 1})  # SEND, with the defaults as parameters
+    with transaction.atomic(), statements_run() as seen:
+        counted = pgq.send(q, {"n": 1})  # with its counter row, in the caller's transaction
+    assert seen == [messages.SEND_ONE_COUNTED]
     with statements_run() as seen:
         delayed = pgq.send(q, {"n": 1}, delay=0)  # an option: SEND_UNCOUNTED
     assert seen == [messages.SEND_UNCOUNTED]
@@ -127,6 +129,44 @@ def test_a_queue_given_max_length_later_is_not_overfilled_by_a_send_without_opti
     assert (seen, seen_next) == ([messages.SEND_PLAIN], [messages.SEND_ONE])
     assert pgq.metrics(q).total_messages == 3
     assert pgq.read(q, qty=10)[0].msg_id == first
+
+
+def _sent_counted(queue: Any) -> int:
+    """The 'sent' counter rows of a queue that only sends inside transactions (so no
+    process tally of autocommit sends can add to them)."""
+    rows = QueueCounter.objects.filter(queue=queue, kind="sent")
+    return int(rows.aggregate(n=Sum("n"))["n"] or 0)
+
+
+def test_a_send_inside_a_transaction_counts_itself_there_and_rolls_back_with_it(
+    make_queue: Any,
+) -> None:
+    q = make_queue()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        with statements_run() as seen:
+            pgq.send(q, "rolled back")
+        assert seen == [messages.SEND_ONE_COUNTED]
+        assert _sent_counted(q) == 1  # written by the statement, in this transaction
+        raise RuntimeError("roll back")
+    assert (pgq.metrics(q).total_messages, _sent_counted(q)) == (0, 0)
+    with transaction.atomic():
+        kept = pgq.send(q, "kept")
+    assert (pgq.metrics(q).total_messages, _sent_counted(q)) == (1, 1)
+    assert pgq.read(q)[0].msg_id == kept
+
+
+def test_a_send_inside_a_transaction_into_a_bounded_queue(make_queue: Any) -> None:
+    """SEND_ONE_COUNTED never sends into a queue with max_length; SEND_PLAIN_COUNTED checks
+    for room, and once the queue is known to be bounded runs alone."""
+    q = make_queue(max_length=1)
+    with transaction.atomic(), statements_run() as seen:
+        first = pgq.send(q, "fits")
+    assert seen == [messages.SEND_ONE_COUNTED, messages.SEND_PLAIN_COUNTED]
+    with transaction.atomic(), statements_run() as seen, pytest.raises(pgq.QueueFull):
+        pgq.send(q, "no room")
+    assert seen[:1] == [messages.SEND_PLAIN_COUNTED]
+    assert [m.msg_id for m in pgq.read(q, qty=10)] == [first]
+    assert _sent_counted(q) == 1
 
 
 def test_a_send_without_options_wakes_listeners_only_for_a_visible_message(
