@@ -253,9 +253,11 @@ SELECT (SELECT id FROM q) AS found_queue_id, ARRAY(SELECT msg_id FROM d ORDER BY
 
 # One message, as most acks are: the same fence with scalar parameters, so neither the
 # client nor the server builds arrays and hashed sub-plans for a single id.
-_FENCED_ID = """
-    m.msg_id = %(msg_id)s::bigint
-    AND (%(ct)s::int IS NULL OR m.read_ct = %(ct)s::int)
+# The receipt fence of one message alone (ACK_ONE joins its queue instead of the q CTE).
+_RECEIPT_OF_ONE = """m.msg_id = %(msg_id)s::bigint
+    AND (%(ct)s::int IS NULL OR m.read_ct = %(ct)s::int)"""
+_FENCED_ID = f"""
+    {_RECEIPT_OF_ONE}
     AND m.queue_id = (SELECT id FROM q)
 """
 
@@ -310,10 +312,10 @@ DELETE_ONE_UNCOUNTED = {
 # queue_id; none when the queue is missing or archives on ack, or the message is gone or
 # leased again (the receipt fence), and the manager then runs DELETE_ONE_UNCOUNTED, which
 # says which. Without the CTEs and sub-queries PostgreSQL spends about a tenth less on it.
-ACK_ONE = """
+ACK_ONE = f"""
 DELETE FROM pgq_message m USING pgq_queue q
 WHERE q.name = %(queue)s AND NOT q.archive_on_ack AND m.queue_id = q.id
-  AND m.msg_id = %(msg_id)s::bigint AND (%(ct)s::int IS NULL OR m.read_ct = %(ct)s::int)
+    AND {_RECEIPT_OF_ONE}
 RETURNING m.msg_id, q.id AS queue_id
 """
 
