@@ -8,7 +8,9 @@ differences from Django's own queries:
 - each statement is prepared once per connection and later calls only bind and execute
   (``PGQ["PREPARED_STATEMENTS"] = False`` turns this off for poolers that cannot keep
   prepared statements);
-- results come back in binary format, decoded by psycopg's C loaders;
+- results come back in binary format, decoded by psycopg's C loaders (in text format when
+  prepared statements are off and a statement runs as a call of its server function, sent
+  in one simple-protocol message: see :class:`_CallCursor`);
 - rows are named tuples: ``row.msg_id``, not ``row[0]``. The row type of a prepared
   statement is made once per process from the names its result columns carry (psycopg's
   ``namedtuple_row`` would look the names up again on every call, which cost a send a
@@ -34,7 +36,8 @@ from typing import Any
 import psycopg
 from django.db import connections
 from psycopg.sql import Composable
-from psycopg.types.json import JsonbBinaryLoader
+from psycopg.types.datetime import TimestamptzLoader
+from psycopg.types.json import JsonbBinaryLoader, JsonbLoader
 
 from . import server_functions
 from .conf import settings
@@ -49,6 +52,15 @@ class _JsonbLoader(JsonbBinaryLoader):
 
     def load(self, data: Any) -> Any:
         if data == _EMPTY_OBJECT:
+            return {}
+        return super().load(data)
+
+
+class _JsonbTextLoader(JsonbLoader):
+    """The text-format twin of :class:`_JsonbLoader`, for :class:`_CallCursor`'s rows."""
+
+    def load(self, data: Any) -> Any:
+        if data == b"{}":
             return {}
         return super().load(data)
 
@@ -126,7 +138,35 @@ class _PreparingCursor(psycopg.Cursor[Any]):
         return super().execute(query, params, prepare=prepare, **kw)
 
 
-def _configure(raw: Any, pid: int) -> dict[Any, _PreparingCursor]:
+class _CallCursor(psycopg.ClientCursor[Any]):
+    """Runs the call of a statement's server function (prepared statements off).
+
+    Bound on the client and sent as one simple-protocol ``Query`` message (unless it has a
+    binary argument: see :func:`~pgq_django.server_functions.binds_on_client`), where a
+    server-bound statement is five (Parse, Bind, Describe, Execute, Sync): behind PgBouncer
+    1.18 this took a tenth off a single send's time (docs/performance.md, "Calls in one
+    message"), the server skipping the unnamed statement and portal it would set up for
+    each call. Parameters are still never part of the statement's text as written: psycopg
+    quotes each value with libpq's escaping, as Django's own cursors do by default. The
+    simple protocol has only text results, so this cursor decodes jsonb to Python objects
+    and timestamps with psycopg's C loaders, giving the same values as the binary rows of
+    :class:`_PreparingCursor`.
+    """
+
+    _pgq_prepare = False
+    _pgq_binary = False
+
+    def __init__(self, connection: Any) -> None:
+        super().__init__(connection)
+        self.adapters.register_loader("jsonb", _JsonbTextLoader)
+        self.adapters.register_loader("timestamptz", TimestamptzLoader)
+
+    def execute(self, query: Any, params: Any = None, *, prepare: Any = None, **kw: Any) -> Any:
+        kw["binary"] = False
+        return super().execute(query, params, prepare=False, **kw)
+
+
+def _configure(raw: Any, pid: int) -> dict[Any, _PreparingCursor | _CallCursor]:
     """Set a raw connection up for our statements; returns its (empty) cursor cache.
 
     Each connection keeps its cursors, reused call after call: every caller fetches its rows
@@ -146,7 +186,7 @@ def _configure(raw: Any, pid: int) -> dict[Any, _PreparingCursor]:
     # loader. Django's own queries use the text format and are unaffected.
     raw.adapters.register_loader("jsonb", _JsonbLoader)
     raw._pgq_pid = pid
-    cursors: dict[Any, _PreparingCursor] = {}
+    cursors: dict[Any, _PreparingCursor | _CallCursor] = {}
     raw._pgq_cursors = cursors
     return cursors
 
@@ -206,17 +246,23 @@ def _inner_cursor(
     if not isinstance(statement, str):
         statement = statement.as_string(raw)
         prepare = False
+    call = None
     if prepare and not settings.PREPARED_STATEMENTS:
         prepare = False
         if settings.SERVER_FUNCTIONS:
             # A fixed statement, where it cannot be prepared: its server-side function, whose
             # plans the server session keeps (pgq_django.server_functions), if it has one.
-            statement = server_functions.call_for(db.alias, raw, statement) or statement
+            call = server_functions.call_for(db.alias, raw, statement)
+            statement = call or statement
     key: Any = (statement, prepare, binary) if fixed else (prepare, binary)
     inner: Any = cursors.get(key)
     if inner is None or inner.closed:
         with db.wrap_database_errors:
-            inner = cursors[key] = _PreparingCursor(raw, prepare=prepare, binary=binary)
+            inner = cursors[key] = (
+                _CallCursor(raw)
+                if call is not None and server_functions.binds_on_client(call)
+                else _PreparingCursor(raw, prepare=prepare, binary=binary)
+            )
     return db, inner, statement, key if fixed else None
 
 
@@ -269,7 +315,7 @@ def _fetch(
         cursor = inner
     try:
         if cursor is inner:
-            _EXECUTE(inner, text, params, prepare=inner._pgq_prepare, binary=True)
+            _EXECUTE(inner, text, params, prepare=inner._pgq_prepare, binary=inner._pgq_binary)
         if how == _ONE:
             return cursor, inner.fetchone(), key is not None
         if how == _ALL:

@@ -148,6 +148,18 @@ def _existing(raw: psycopg.Connection[Any]) -> dict[str, str]:
     return calls
 
 
+# A binary argument in a call: ``%(name)b`` or ``%b``.
+_BINARY_ARGUMENT = re.compile(r"%(?:\(\w+\))?b")
+
+
+def binds_on_client(call: str) -> bool:
+    """Whether the runner sends ``call`` bound on the client, in one simple-protocol message
+    (see ``pgq_django.db._CallCursor``): every call but one with a binary argument (the
+    bodies of a batch send), which PostgreSQL reads in a fraction of the time it takes to
+    parse the same array as a literal (a batch of 100 sends at half the rate)."""
+    return _BINARY_ARGUMENT.search(call) is None
+
+
 def statement_run_by(sql: str) -> str:
     """The statement ``sql`` runs: a wrapped one when ``sql`` calls its function, else
     ``sql`` itself. For ``execute_wrapper`` hooks and query logs, which see the call."""

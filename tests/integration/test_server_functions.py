@@ -19,6 +19,7 @@ import pgq_django as pgq
 from pgq_django import server_functions
 from pgq_django.sql import messages
 from pgq_django.sql import server_functions as statements
+from tests.protocol_trace import protocol_trace
 
 UNPREPARED = {"PREPARED_STATEMENTS": False}
 
@@ -76,6 +77,61 @@ def test_a_function_returns_what_its_statement_returns(queue: Any) -> None:
 
     assert [fields(m) for m in through] == [fields(m) for m in direct]
     assert [m.read_ct for m in direct] == [m.read_ct + 1 for m in through]
+
+
+# The fields compared, vt last but one (a read moves it).
+COMPARED = ("msg_id", "message", "headers", "attributes", "label", "priority", "enqueued_at")
+COMPARED += ("vt", "expires_at")
+# A body, header and label written to break out of a client-bound literal.
+HOSTILE = "x'); DROP TABLE pgq_message; --\\' $$ $1 %s %(queue)s"
+
+
+def test_a_call_is_one_query_message_with_every_value_as_its_statement_gives_it(
+    queue: Any,
+) -> None:
+    """A call is bound on the client and sent as one simple-protocol Query message; what it
+    returns (text results) is what the prepared statement returns (binary), value for value
+    and type for type, and a hostile body cannot leave its quotes."""
+    pgq.send(queue, {"q": HOSTILE, "nested": [1, 2.5, None]}, headers={"h": HOSTILE})
+    pgq.send(queue, {"n": 2}, label=HOSTILE)
+    with override_settings(PGQ=UNPREPARED):
+        connection.ensure_connection()  # which functions exist: read once, before the trace
+        assert server_functions.call_for(connection.alias, connection.connection, messages.ARCHIVE)
+        with protocol_trace() as sent:
+            through = pgq.read(queue, vt=0, qty=10)
+    direct = pgq.read(queue, vt=0, qty=10)
+    kinds = [line.split("\t")[2] for line in sent]
+    assert kinds == ["Query"], sent
+    assert '"SELECT * FROM pgq_fn_' in sent[0]
+
+    def typed(m: Any) -> list[tuple[Any, type]]:
+        values = [getattr(m, f) for f in COMPARED]
+        offsets = [v.utcoffset() for v in values[-3:]]
+        return [(v, type(v)) for v in values] + [(o, type(o)) for o in offsets]
+
+    assert [typed(m)[:7] for m in through] == [typed(m)[:7] for m in direct]
+    assert [typed(m)[8:] for m in through] == [typed(m)[8:] for m in direct]
+    assert through[0].message == {"q": HOSTILE, "nested": [1, 2.5, None]}
+    assert through[0].headers == {"h": HOSTILE} and through[1].label == HOSTILE
+    assert through[0].attributes == {} and type(through[0].attributes) is dict
+    assert [m.read_ct for m in direct] == [m.read_ct + 1 for m in through]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pgq_message")
+        assert cursor.fetchone()[0] >= 2  # the table is still there
+
+
+def test_a_call_with_a_binary_argument_is_bound_on_the_server(queue: Any) -> None:
+    """A batch's bodies go as one binary array, not as a literal the server must parse."""
+    with override_settings(PGQ=UNPREPARED):
+        connection.ensure_connection()
+        assert server_functions.call_for(connection.alias, connection.connection, messages.SEND)
+        with protocol_trace() as sent:
+            ids = pgq.send_batch(queue, [{"n": 1}, {"q": HOSTILE}])
+    kinds = [line.split("\t")[2] for line in sent]
+    assert kinds[:2] == ["Parse", "Bind"] and "Query" not in kinds, kinds
+    assert "pgq_fn_" in sent[0]
+    assert [m.message for m in pgq.read(queue, qty=10)] == [{"n": 1}, {"q": HOSTILE}]
+    assert len(ids) == 2
 
 
 def test_prepared_statements_on_never_call_the_functions(queue: Any) -> None:

@@ -6,35 +6,14 @@ handler's block is a savepoint, and the lone ack never applies.
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 
 import pgq_django as pgq
 from pgq_django.worker import registry
 from pgq_django.worker.executor import Outcome, execute
-
-
-@contextmanager
-def protocol_trace() -> Iterator[list[str]]:
-    """What the client sent PostgreSQL meanwhile, one line per protocol message (libpq's trace)."""
-    from psycopg.pq import Trace
-
-    connection.ensure_connection()
-    pgconn = connection.connection.pgconn
-    sent: list[str] = []
-    with tempfile.TemporaryFile("w+") as out:
-        pgconn.trace(out.fileno())
-        pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)
-        try:
-            yield sent
-        finally:
-            pgconn.untrace()
-            out.seek(0)
-            sent.extend(line for line in out.read().splitlines() if line.startswith("F"))
+from tests.protocol_trace import protocol_trace
 
 
 def commands(sent: list[str]) -> list[str]:
