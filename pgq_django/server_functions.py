@@ -155,8 +155,9 @@ _BINARY_ARGUMENT = re.compile(r"%(?:\(\w+\))?b")
 def binds_on_client(call: str) -> bool:
     """Whether the runner sends ``call`` bound on the client, in one simple-protocol message
     (see ``pgq_django.db._CallCursor``): every call but one with a binary argument (the
-    bodies of a batch send), which PostgreSQL reads in a fraction of the time it takes to
-    parse the same array as a literal (a batch of 100 sends at half the rate)."""
+    bodies of a batch send, the receipts of a batch ack), which PostgreSQL reads in a
+    fraction of the time it takes to parse the same array as a literal (batches of 100
+    sends went at half the rate)."""
     return _BINARY_ARGUMENT.search(call) is None
 
 
