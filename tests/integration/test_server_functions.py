@@ -19,6 +19,7 @@ import pgq_django as pgq
 from pgq_django import server_functions
 from pgq_django.sql import messages
 from pgq_django.sql import server_functions as statements
+from pgq_django.sql.fragments import MESSAGE_COLUMNS
 from tests.protocol_trace import protocol_trace
 
 UNPREPARED = {"PREPARED_STATEMENTS": False}
@@ -79,9 +80,6 @@ def test_a_function_returns_what_its_statement_returns(queue: Any) -> None:
     assert [m.read_ct for m in direct] == [m.read_ct + 1 for m in through]
 
 
-# The fields compared, vt last but one (a read moves it).
-COMPARED = ("msg_id", "message", "headers", "attributes", "label", "priority", "enqueued_at")
-COMPARED += ("vt", "expires_at")
 # A body, header and label written to break out of a client-bound literal.
 HOSTILE = "x'); DROP TABLE pgq_message; --\\' $$ $1 %s %(queue)s"
 
@@ -93,7 +91,7 @@ def test_a_call_is_one_query_message_with_every_value_as_its_statement_gives_it(
     returns (text results) is what the prepared statement returns (binary), value for value
     and type for type, and a hostile body cannot leave its quotes."""
     pgq.send(queue, {"q": HOSTILE, "nested": [1, 2.5, None]}, headers={"h": HOSTILE})
-    pgq.send(queue, {"n": 2}, label=HOSTILE)
+    pgq.send(queue, {"n": 2}, label=HOSTILE, priority=-3, max_retries=2, retry_delay=1.5)
     with override_settings(PGQ=UNPREPARED):
         connection.ensure_connection()  # which functions exist: read once, before the trace
         assert server_functions.call_for(connection.alias, connection.connection, messages.ARCHIVE)
@@ -104,16 +102,19 @@ def test_a_call_is_one_query_message_with_every_value_as_its_statement_gives_it(
     assert kinds == ["Query"], sent
     assert '"SELECT * FROM pgq_fn_' in sent[0]
 
-    def typed(m: Any) -> list[tuple[Any, type]]:
-        values = [getattr(m, f) for f in COMPARED]
-        offsets = [v.utcoffset() for v in values[-3:]]
-        return [(v, type(v)) for v in values] + [(o, type(o)) for o in offsets]
+    def typed(m: Any) -> list[tuple[Any, Any]]:
+        """Every column but those the second read moved, each with its type; the time
+        zone of each timestamp."""
+        values = [getattr(m, c) for c in MESSAGE_COLUMNS if c not in ("vt", "read_ct")]
+        zones = [(t.utcoffset(), type(t.tzinfo)) for t in (m.enqueued_at, m.vt, m.expires_at)]
+        return [(v, type(v)) for v in values] + zones
 
-    assert [typed(m)[:7] for m in through] == [typed(m)[:7] for m in direct]
-    assert [typed(m)[8:] for m in through] == [typed(m)[8:] for m in direct]
-    assert through[0].message == {"q": HOSTILE, "nested": [1, 2.5, None]}
-    assert through[0].headers == {"h": HOSTILE} and through[1].label == HOSTILE
-    assert through[0].attributes == {} and type(through[0].attributes) is dict
+    assert [typed(m) for m in through] == [typed(m) for m in direct]
+    plain, labelled = sorted(through, key=lambda m: m.label is not None)
+    assert (labelled.label, labelled.priority, labelled.retry_delay) == (HOSTILE, -3, 1.5)
+    assert plain.message == {"q": HOSTILE, "nested": [1, 2.5, None]}
+    assert plain.headers == {"h": HOSTILE}
+    assert plain.attributes == {} and type(plain.attributes) is dict
     assert [m.read_ct for m in direct] == [m.read_ct + 1 for m in through]
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pgq_message")
