@@ -9,10 +9,12 @@ How. A send or ack that commits on its own (autocommit: :func:`deferred`) runs t
 without its counter row and, once the statement has returned (committed), adds its count to
 this process's sums per queue, kind and minute (:func:`add`). A thread writes the sums as
 ordinary counter rows, one per queue, kind and minute, every :data:`FLUSH_INTERVAL`
-seconds; counts of a dropped queue are left out. Reading metrics or the dashboard writes
-this process's sums first, so a process sees its own sends at once; other processes' sums
-arrive within the interval. Statements inside a transaction count in the statement, as
-before, so their counts commit or roll back with it.
+seconds; counts of a dropped queue are left out, and so are counts made in a database
+the alias no longer names (a test run's database, destroyed before the process exits,
+whose counts would otherwise be written to the project's own). Reading metrics or the
+dashboard writes this process's sums first, so a process sees its own sends at once; other
+processes' sums arrive within the interval. Statements inside a transaction count in the
+statement, as before, so their counts commit or roll back with it.
 
 Trade-off (documented in docs/performance.md): a process killed before its flush (SIGKILL,
 ``os._exit``) loses at most the last interval of its counts. The messages themselves are
@@ -28,6 +30,7 @@ import threading
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db import connections
 
@@ -40,6 +43,8 @@ FLUSH_INTERVAL = 1.0
 
 # (queue_id, kind, minute as epoch seconds) -> count
 _Key = tuple[int, str, int]
+# Whose sums: (alias, the database NAME the alias had when they were counted).
+_Where = tuple[str, Any]
 
 
 class _Sums:
@@ -47,26 +52,27 @@ class _Sums:
         self.pid = os.getpid()
         self.lock = threading.Lock()
         self.wake = threading.Event()
-        self.pending: dict[str, dict[_Key, int]] = {}
+        self.pending: dict[_Where, dict[_Key, int]] = {}
         self.thread: threading.Thread | None = None
 
     def add(self, alias: str, queue_id: int, kind: str, n: int) -> None:
         minute = int(time.time()) // 60 * 60
+        where = (alias, _database_name(alias))
         with self.lock:
-            sums = self.pending.get(alias)
+            sums = self.pending.get(where)
             if sums is None:
-                sums = self.pending[alias] = defaultdict(int)
+                sums = self.pending[where] = defaultdict(int)
             sums[(queue_id, kind, minute)] += n
             if self.thread is None:  # the thread clears it, under the lock, as it ends
                 self.thread = threading.Thread(target=self._run, name="pgq-tallies", daemon=True)
                 self.thread.start()
 
-    def take(self, alias: str | None = None) -> dict[str, dict[_Key, int]]:
+    def take(self, alias: str | None = None) -> dict[_Where, dict[_Key, int]]:
         with self.lock:
             if alias is None:
                 taken, self.pending = self.pending, {}
             else:
-                taken = {alias: self.pending.pop(alias)} if alias in self.pending else {}
+                taken = {w: self.pending.pop(w) for w in list(self.pending) if w[0] == alias}
         return taken
 
     def _run(self) -> None:
@@ -94,18 +100,30 @@ class _Sums:
     def flush(self, alias: str | None = None) -> bool:
         """Write the pending sums (of ``alias``, or all); True when there were any."""
         taken = self.take(alias)
-        for db_alias, sums in taken.items():
+        for where, sums in taken.items():
+            db_alias, counted_in = where
+            if _database_name(db_alias) != counted_in:
+                # The alias names another database now (a test run's database was
+                # destroyed and the alias given its first name back): the queues these
+                # counts belong to are gone with the database they were counted in.
+                logger.debug("event=tally_dropped alias=%s reason=database_changed", db_alias)
+                continue
             try:
                 _write(db_alias, sums)
             except Exception as exc:
                 # Put them back for the next try rather than lose them.
                 logger.warning("event=tally_write_failed alias=%s error=%s", db_alias, exc)
                 with self.lock:
-                    again = self.pending.setdefault(db_alias, defaultdict(int))
+                    again = self.pending.setdefault(where, defaultdict(int))
                     for key, n in sums.items():
                         again[key] += n
                 connections[db_alias].close()
         return bool(taken)
+
+
+def _database_name(alias: str) -> Any:
+    """The database ``alias`` names now (its settings' NAME)."""
+    return django_connection(alias).settings_dict.get("NAME")
 
 
 def _write(alias: str, sums: dict[_Key, int]) -> None:

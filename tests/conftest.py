@@ -101,7 +101,7 @@ if getattr(settings, "POOLER_PGQ", None):
 
 
 @pytest.fixture(autouse=True)
-def _close_listeners() -> Iterator[None]:
+def _close_listeners(django_db_blocker: Any) -> Iterator[None]:
     """LISTEN connections are cached per thread; close them so test databases can be dropped."""
     yield
     from pgq_django import tallies
@@ -109,8 +109,10 @@ def _close_listeners() -> Iterator[None]:
 
     close_all()
     # Counts of this test's autocommit sends and acks go to this test's database, not to
-    # whichever database is current when the process exits.
-    tallies.flush()
+    # whichever database is current when the process exits. The test's database fixture is
+    # torn down by now and blocks access again: this flush is let through.
+    with django_db_blocker.unblock():
+        tallies.flush()
 
 
 @pytest.fixture

@@ -55,6 +55,30 @@ def test_counts_of_a_dropped_queue_are_left_out_without_losing_the_others(make_q
     assert not QueueCounter.objects.filter(queue_id=gone.pk).exists()
 
 
+def test_counts_made_in_a_database_the_alias_no_longer_names_are_dropped(make_queue, caplog):
+    """As at the end of a test run: the test database is destroyed and the alias gets its
+    first NAME back before the process exits. The counts went with their database; they are
+    neither written to the other one nor reported as a failed write."""
+    q = make_queue()
+    pgq.send(q, {"n": 1})  # pending: counted in this database
+    settings_dict = connections["default"].settings_dict
+    name = settings_dict["NAME"]
+    settings_dict["NAME"] = f"{name}_first_name"
+    try:
+        with caplog.at_level("DEBUG", logger="pgq_django.tallies"):
+            tallies.flush()
+    finally:
+        settings_dict["NAME"] = name
+    assert [r.message for r in caplog.records] == [
+        "event=tally_dropped alias=default reason=database_changed"
+    ]
+    tallies.flush()  # nothing was put back
+    assert _stored(q, "sent") == 0
+    pgq.send(q, {"n": 2})  # counted and written as usual once the name is the same
+    tallies.flush()
+    assert _stored(q, "sent") == 1
+
+
 SENDER = """
 import sys
 import django
