@@ -148,17 +148,13 @@ def _existing(raw: psycopg.Connection[Any]) -> dict[str, str]:
     return calls
 
 
-# A binary argument in a call: ``%(name)b`` or ``%b``.
-_BINARY_ARGUMENT = re.compile(r"%(?:\(\w+\))?b")
-
-
 def binds_on_client(call: str) -> bool:
     """Whether the runner sends ``call`` bound on the client, in one simple-protocol message
     (see ``pgq_django.db._CallCursor``): every call but one with a binary argument (the
     bodies of a batch send, the receipts of a batch ack), which PostgreSQL reads in a
     fraction of the time it takes to parse the same array as a literal (batches of 100
     sends went at half the rate)."""
-    return _BINARY_ARGUMENT.search(call) is None
+    return all(match.group(2) != "b" for match in _PLACEHOLDER.finditer(call))
 
 
 def statement_run_by(sql: str) -> str:
