@@ -208,7 +208,7 @@ def _dumps(value: Any, what: str) -> str:
     try:
         encoded = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
-        raise InvalidMessage(f"The {what} is not JSON-serialisable: {exc}.") from None
+        raise InvalidMessage(f"Cannot encode the {what} as JSON: {exc}.") from None
     except RecursionError:
         encoded = None
     # Fewer brackets than the limit cannot nest deeper than it: the walk is rarely needed.
@@ -216,13 +216,13 @@ def _dumps(value: Any, what: str) -> str:
         encoded.count("[") + encoded.count("{") > MAX_DEPTH and _depth_exceeds(value, MAX_DEPTH)
     ):
         raise InvalidMessage(
-            f"The {what} nests arrays and objects more than {MAX_DEPTH} levels deep."
+            f"Arrays and objects in the {what} nest more than {MAX_DEPTH} levels deep."
         )
     if "\\u0000" in encoded and _NUL_ESCAPE.search(encoded):
-        raise InvalidMessage(f"The {what} contains a NUL character, which PostgreSQL rejects.")
+        raise InvalidMessage(f"PostgreSQL rejects the NUL character in the {what}.")
     if not is_utf8(encoded):
         raise InvalidMessage(
-            f"The {what} contains a lone surrogate (such as \\ud800), which is not valid UTF-8."
+            f"A lone surrogate (such as \\ud800) in the {what} is not valid UTF-8."
         )
     return encoded
 

@@ -237,3 +237,30 @@ def test_errors_carry_codes_for_http_and_sqs():
     }
     assert pgq.MessageTooLarge().status_code == 413
     assert issubclass(pgq.MessageTooLarge, pgq.InvalidMessage)
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (lambda q: pgq.send(q, {1, 2}), "Cannot encode the message body as JSON: "),
+        (
+            lambda q: pgq.send(q, 1, headers={"h": "\x00"}),
+            "PostgreSQL rejects the NUL character in the headers.",
+        ),
+        (
+            lambda q: pgq.send(q, 1, attributes={"a": "\ud800"}),
+            "A lone surrogate (such as \\ud800) in the attributes is not valid UTF-8.",
+        ),
+        (
+            lambda q: pgq.read(q, filters={"headers": {"h": DEEP}}),
+            "Arrays and objects in the headers filter nest more than 100 levels deep.",
+        ),
+    ],
+    ids=["body not JSON", "NUL in headers", "surrogate in attributes", "deep headers filter"],
+)
+def test_an_encoding_error_names_the_part_that_failed(queue, call, expected):
+    """The message says which part of the call (body, headers, attributes, a filter) held
+    what PostgreSQL cannot store, in a sentence that reads for each of them."""
+    with pytest.raises(pgq.InvalidMessage) as raised:
+        call(queue)
+    assert str(raised.value).startswith(expected)
