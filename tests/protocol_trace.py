@@ -26,3 +26,9 @@ def protocol_trace() -> Iterator[list[str]]:
             pgconn.untrace()
             out.seek(0)
             sent.extend(line for line in out.read().splitlines() if line.startswith("F"))
+
+
+def message_kinds(sent: list[str]) -> list[str]:
+    """The type of each traced message (``Query``, ``Parse``, ``Bind``, …), in order: the
+    third tab-separated field of libpq's trace line."""
+    return [line.split("\t")[2] for line in sent]

@@ -20,7 +20,7 @@ from pgq_django import server_functions
 from pgq_django.sql import messages
 from pgq_django.sql import server_functions as statements
 from pgq_django.sql.fragments import MESSAGE_COLUMNS
-from tests.protocol_trace import protocol_trace
+from tests.protocol_trace import message_kinds, protocol_trace
 
 UNPREPARED = {"PREPARED_STATEMENTS": False}
 
@@ -98,7 +98,7 @@ def test_a_call_is_one_query_message_with_every_value_as_its_statement_gives_it(
         with protocol_trace() as sent:
             through = pgq.read(queue, vt=0, qty=10)
     direct = pgq.read(queue, vt=0, qty=10)
-    kinds = [line.split("\t")[2] for line in sent]
+    kinds = message_kinds(sent)
     assert kinds == ["Query"], sent
     assert '"SELECT * FROM pgq_fn_' in sent[0]
 
@@ -128,7 +128,7 @@ def test_a_call_with_a_binary_argument_is_bound_on_the_server(queue: Any) -> Non
         assert server_functions.call_for(connection.alias, connection.connection, messages.SEND)
         with protocol_trace() as sent:
             ids = pgq.send_batch(queue, [{"n": 1}, {"q": HOSTILE}])
-    kinds = [line.split("\t")[2] for line in sent]
+    kinds = message_kinds(sent)
     assert kinds[:2] == ["Parse", "Bind"] and "Query" not in kinds, kinds
     assert "pgq_fn_" in sent[0]
     assert [m.message for m in pgq.read(queue, qty=10)] == [{"n": 1}, {"q": HOSTILE}]
