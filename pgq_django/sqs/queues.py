@@ -187,6 +187,33 @@ def list_dead_letter_source_queues(call: Call) -> dict[str, Any]:
     return _page(call, names, "queueUrls")
 
 
+def _writable_origins(call: Call, source: Any) -> list[str]:
+    """The queues a move of ``source``'s dead letters writes to, once the caller may write
+    to every one of them.
+
+    Where each message failed is recorded with the message when it is dead-lettered, so a
+    message can go back to a queue that no longer uses ``source`` as its dead-letter queue:
+    the queues to check are those of the messages, not the current redrive policies. One
+    origin the caller may not send to refuses the whole move, and nothing moves (an SQS
+    move task without the right to send to a destination fails as a whole too). The
+    redrive is then limited to these origins, so a message dead-lettered from another
+    queue meanwhile stays where it is.
+    """
+    origins = pgq.dead_letter_origins(source.name)
+    refused = sorted(name for name in origins if not access.may(call.user, "write", name))
+    if refused:
+        count = sum(origins[name] for name in refused)
+        raise pgq.PermissionDenied(
+            f"{count} messages of {source.name} failed on queues you may not send to "
+            f"({', '.join(refused)}); nothing was moved. Move them with a DestinationArn "
+            "you may send to, or ask for the write right on those queues.",
+            right="write",
+            target=refused[0],
+            kind="queue",
+        )
+    return list(origins)
+
+
 def start_message_move_task(call: Call) -> dict[str, Any]:
     """Redrive: move a dead-letter queue's messages back to the queues they failed on (or to
     DestinationArn). It runs to completion before the answer (SQS runs it in the background),
@@ -203,12 +230,12 @@ def start_message_move_task(call: Call) -> dict[str, Any]:
             destination = get_queue(call, "write", name)
     except pgq.QueueNotFound as exc:
         raise SqsError("ResourceNotFoundException", exc.message) from None
-    if destination is None:
-        origins = list(source.source_queues.all())
-        if not origins:
+    if destination is not None:
+        moved = pgq.redrive(source.name, to=destination.name)
+    else:
+        if not source.source_queues.exists():
             raise invalid("Source queue must be configured as a Dead Letter Queue.")
-        for origin in origins:
-            access.require(call.user, "write", origin)
-    moved = pgq.redrive(source.name, to=destination.name if destination else None)
+        origins = _writable_origins(call, source)
+        moved = pgq.redrive(source.name, origins=origins) if origins else 0
     handle = {"taskId": str(uuid.uuid4()), "sourceArn": source_arn, "moved": moved}
     return {"TaskHandle": base64.urlsafe_b64encode(json.dumps(handle).encode()).decode()}

@@ -197,3 +197,47 @@ def test_a_long_poll_on_an_empty_queue_answers_nothing_after_the_wait(sqs, new_n
     with pytest.raises(ClientError) as caught:
         sqs.receive_message(QueueUrl=url, WaitTimeSeconds=21)
     assert _code(caught) == "InvalidParameterValue"
+
+
+def _dead_letters_from(origin: str, dlq: str, bodies: list[str]) -> None:
+    """Dead-letter ``bodies`` from ``origin`` into ``dlq``: each fails its only delivery."""
+    pgq.alter_queue(origin, dead_letter_queue=dlq, max_retries=0)
+    pgq.send_batch(origin, bodies)
+    for message in pgq.read(origin, qty=len(bodies)):
+        pgq.nack(origin, message.receipt)
+    assert pgq.metrics(origin).queue_length == 0
+
+
+def test_a_move_task_refuses_to_send_dead_letters_back_to_a_queue_the_caller_may_not_write(
+    client_for, make_user, sqs, new_name
+):
+    # The victim's queue used the dead-letter queue, then stopped; its dead letters stayed.
+    victim, dlq = new_name(), new_name()
+    pgq.create_queue(victim, owner=make_user())
+    pgq.create_queue(dlq, owner=make_user())
+    _dead_letters_from(victim, dlq, ["victim's 1", "victim's 2"])
+    pgq.alter_queue(victim, dead_letter_queue=None)
+    # The attacker manages the dead-letter queue and points a queue of their own at it.
+    attacker_user = make_user()
+    pgq.grant_queue_access(dlq, attacker_user, read=True, write=True, manage=True)
+    attacker = client_for(attacker_user)
+    dlq_url = attacker.get_queue_url(QueueName=dlq)["QueueUrl"]
+    policy = json.dumps({"deadLetterTargetArn": _arn(attacker, dlq_url), "maxReceiveCount": 1})
+    own = attacker.create_queue(QueueName=new_name(), Attributes={"RedrivePolicy": policy})
+    _dead_letters_from(_name(own["QueueUrl"]), dlq, ["attacker's"])
+
+    with pytest.raises(ClientError) as caught:
+        attacker.start_message_move_task(SourceArn=_arn(attacker, dlq_url))
+    assert _code(caught) == "AccessDenied"
+    assert victim in caught.value.response["Error"]["Message"]
+    # Nothing moved, not even the messages the attacker could have sent back.
+    assert pgq.metrics(victim).queue_length == 0
+    assert pgq.metrics(_name(own["QueueUrl"])).queue_length == 0
+    assert pgq.dead_letter_origins(dlq) == {victim: 2, _name(own["QueueUrl"]): 1}
+
+    # With the right to send to the victim's queue, the same task moves every message home.
+    pgq.grant_queue_access(victim, attacker_user, read=False, write=True)
+    attacker.start_message_move_task(SourceArn=_arn(attacker, dlq_url))
+    assert sorted(m.message for m in pgq.read(victim, qty=10)) == ["victim's 1", "victim's 2"]
+    assert [m.message for m in pgq.read(_name(own["QueueUrl"]), qty=10)] == ["attacker's"]
+    assert pgq.metrics(dlq).queue_length == 0
