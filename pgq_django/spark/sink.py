@@ -75,12 +75,15 @@ def _row_op(row: Any, opts: WriteOptions, position: int, max_size: int | None) -
     cells = row.asDict() if hasattr(row, "asDict") else dict(zip(opts.columns, row, strict=True))
     try:
         headers = _json_field(cells.get("headers"), "headers")
+        dropped = False
         if opts.drop_reserved_headers and isinstance(headers, dict):
-            headers = {
+            kept = {
                 k: h
                 for k, h in headers.items()
                 if not (isinstance(k, str) and k.lower().startswith(v.RESERVED_HEADER_PREFIX))
             }
+            dropped = len(kept) != len(headers)
+            headers = kept
         v.unreserved_headers(headers)
         attributes = _json_field(cells.get("attributes"), "attributes")
         checked = v.send_options(
@@ -106,8 +109,10 @@ def _row_op(row: Any, opts: WriteOptions, position: int, max_size: int | None) -
         else:
             body = v.body(raw, headers)
             size = len(body.encode())
-        if isinstance(cells.get("headers"), str):
-            checked["headers"] = cells["headers"]  # the text as written, checked above
+        if isinstance(cells.get("headers"), str) and not dropped:
+            # The text as written (numbers keep their digits); once keys were dropped, only
+            # the filtered copy checked above may be written, never the original text.
+            checked["headers"] = cells["headers"]
         if isinstance(cells.get("attributes"), str):
             checked["attributes"] = cells["attributes"]
     except PgqError as exc:

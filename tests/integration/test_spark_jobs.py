@@ -147,6 +147,43 @@ def test_a_row_cannot_forge_the_server_headers(spark: Any, make_queue: Any) -> N
 
 
 @pytest.mark.parametrize(
+    ("headers", "schema"),
+    [
+        (
+            json.dumps({"trace": "t-1", "pgq_dead_letter": {"original_queue": "elsewhere"}}),
+            "headers string",
+        ),
+        (
+            {"trace": "t-1", "PGQ_sender": "someone else"},
+            "headers map<string,string>",
+        ),
+        (
+            {"trace": "t-1", "pgq_sender": "someone else"},
+            "headers struct<trace: string, pgq_sender: string>",
+        ),
+    ],
+    ids=["json-text", "map", "struct"],
+)
+def test_dropping_reserved_headers_writes_the_filtered_headers_in_every_column_form(
+    spark: Any, make_queue: Any, headers: Any, schema: str
+) -> None:
+    """dropReservedHeaders=true writes what it checked: no pgq_* key survives, whatever the form."""
+    q = make_queue()
+    frame = spark.createDataFrame([('{"n": 1}', headers)], f"body string, {schema}")
+    frame.write.format("pgq").mode("append").option("queue", q.name).option(
+        "dropReservedHeaders", "true"
+    ).save()
+    ((stored,),) = sql_rows(
+        "SELECT m.headers::text FROM pgq_message m JOIN pgq_queue q ON q.id = m.queue_id "
+        "WHERE q.name = %s",
+        [q.name],
+    )
+    assert json.loads(stored) == {"trace": "t-1"}
+    (message,) = pgq.read(q.name)
+    assert message.headers == {"trace": "t-1"}
+
+
+@pytest.mark.parametrize(
     ("options", "columns", "says"),
     [
         ({"queue": "nope_missing"}, "body string", "does not exist"),
