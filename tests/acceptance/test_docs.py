@@ -10,6 +10,7 @@ modules are executed so their ``@pgq.handler`` registrations are checked (and un
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -137,6 +138,64 @@ def test_howto_samples_run_and_answer_what_their_comments_say(page: str) -> None
             else:
                 exec(compile(code, f"{page}:block{number}", "exec"), namespace)
     assert checked > 0 or page != "receipts.md"
+
+
+# What a production process loads besides the settings: the app, its admin, the HTTP
+# surfaces and the worker command.
+_PRODUCTION_PROCESS = """
+import sys
+
+import django
+from django.core.management import call_command
+
+django.setup()
+import pgq_django.asgi, pgq_django.rest.urls, pgq_django.sqs.urls  # noqa: E401
+from pgq_django.management.commands import pgq_worker  # noqa: F401
+
+call_command("check")
+from django.conf import settings
+
+print("HOST", settings.DATABASES["default"]["HOST"])
+print("TESTING", sorted(name for name in sys.modules if name.startswith("pgq_django.testing")))
+"""
+
+
+def test_production_settings_of_the_database_url_page_import_nothing_from_testing(
+    tmp_path: Path,
+) -> None:
+    """The page's production settings, in a process of their own, with the whole app loaded:
+    ``pgq_django.testing`` (the embedded server, the test helpers) is never imported."""
+    [block] = [
+        block
+        for block in _python_blocks(ROOT / "docs" / "howto" / "database-url.md")
+        if block.startswith("# settings.py (production)")
+    ]
+    assert "pgq_django.testing" not in block
+    subprocess.run(
+        [sys.executable, "-m", "django", "startproject", "mysite", str(tmp_path)],
+        check=True,
+        timeout=60,
+    )
+    with (tmp_path / "mysite" / "settings.py").open("a") as settings_file:
+        settings_file.write(f'\nINSTALLED_APPS += ["rest_framework", "pgq_django"]\n{block}')
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
+        "DJANGO_SETTINGS_MODULE": "mysite.settings",
+        # Never connected to: the settings only parse it, and nothing here queries.
+        "DATABASE_URL": "postgresql://app:secret@db.invalid:5432/shop",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _PRODUCTION_PROCESS],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "HOST db.invalid" in done.stdout
+    assert "TESTING []" in done.stdout, done.stdout
 
 
 def _public_api_ids() -> list[str]:
