@@ -1,7 +1,8 @@
 """A ``django.tasks`` backend that stores tasks as pgq messages.
 
 Django 6 has the tasks framework built in (``django.tasks``); on Django 5.2 the
-``django-tasks`` backport provides the same API (``pip install pgq-django[tasks]``)::
+``django-tasks`` backport provides the same API (the ``[tasks]`` extra:
+``pip install -e "/path/to/pgq_django[tasks]"`` from a checkout)::
 
     TASKS = {
         "default": {

@@ -1,6 +1,7 @@
 """pgq_django on Spark: queues and the archive as sources and sinks of PySpark pipelines.
 
-Install the extra (``pip install "pgq-django[spark]"``: PySpark 4, pyarrow, matplotlib) and::
+Install the extra (``pip install -e "/path/to/pgq_django[spark]"`` from a checkout:
+PySpark 4, pyarrow, matplotlib) and::
 
     from pgq_django import spark as pgq_spark
 
