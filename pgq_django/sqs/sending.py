@@ -7,8 +7,12 @@ deduplicates by content, which then uses the SHA-256 of the body). A duplicate w
 minutes is accepted and answers the first message's id, as SQS does.
 
 A batch sends each run of consecutive entries with the same options (attributes, delay,
-group, no deduplication id) with one ``pgq.send_batch`` call: one round trip for the common
-batch of plain messages.
+group, no deduplication id) as one batch (``pgq.send_batch``'s path): one round trip for
+the common batch of plain messages.
+
+Each message records its sender's access key id (and an ``AWSTraceHeader``) in reserved
+``pgq_sqs_*`` headers, which no user send can write: a receive's ``SenderId`` is always
+this endpoint's record.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from typing import Any
 
 import pgq_django as pgq
 
+from ..api.recovery import has_dedup_id, recovers
+from ..api.sending import send_one, send_trusted
 from . import message_attributes as ma
 from .batches import batch_entries
 from .digests import md5_of_attributes, md5_of_body
@@ -31,9 +37,18 @@ MAX_DELAY = 900
 MAX_BATCH_BYTES = 1024 * 1024
 _FIFO_ID_RE = re.compile(r"[\x21-\x7e]{1,128}")
 
-# Message headers where the SQS endpoint keeps what it alone knows about a message.
-SENDER_HEADER = "sqs_sender_id"
-TRACE_HEADER = "sqs_trace_header"
+# Message headers where the SQS endpoint keeps what it alone knows about a message. They
+# are in the reserved ``pgq_`` namespace, which every user send surface (Python, REST,
+# publish through an exchange) refuses, so a receive's SenderId and AWSTraceHeader are what
+# this endpoint recorded, never what a sender wrote.
+SENDER_HEADER = "pgq_sqs_sender_id"
+TRACE_HEADER = "pgq_sqs_trace_header"
+
+# pgq.send and pgq.send_batch without their reserved-header check (the endpoint writes its
+# own records, and takes no headers from the request), with the same recovery from a lost
+# connection as the public functions.
+_send = recovers(has_dedup_id)(send_one)
+_send_batch = recovers(has_dedup_id)(send_trusted)
 
 
 @dataclass
@@ -155,7 +170,7 @@ def prepare(
 def send_message(call: Call) -> dict[str, Any]:
     queue = get_queue(call, "write")
     out = prepare(queue, call.params, call.caller.key_id)
-    msg_id = pgq.send(queue.name, out.body, dedup_id=out.dedup_id, **out.options)
+    msg_id = _send(queue.name, out.body, dedup_id=out.dedup_id, **out.options)
     return out.answer(msg_id, fifo=queue.fifo)
 
 
@@ -201,9 +216,9 @@ def send_message_batch(call: Call) -> dict[str, Any]:
         try:
             first = run[0]
             if first.dedup_id is not None:
-                ids = [pgq.send(queue.name, first.body, dedup_id=first.dedup_id, **first.options)]
+                ids = [_send(queue.name, first.body, dedup_id=first.dedup_id, **first.options)]
             else:
-                ids = pgq.send_batch(queue.name, [item.body for item in run], **run[0].options)
+                ids = _send_batch(queue.name, [item.body for item in run], **run[0].options)
         except pgq.PgqError as exc:
             error = from_pgq_error(exc)
             failed.extend(error.as_batch_entry(str(item.entry_id)) for item in run)

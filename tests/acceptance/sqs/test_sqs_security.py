@@ -386,3 +386,72 @@ def test_a_successful_request_records_when_the_key_was_used(sqs, user):
     sqs.list_queues()
     key = AccessKey.objects.get(user=user)
     assert key.last_used_at is not None
+
+
+# -- what the endpoint records about a sender ------------------------------------------------
+
+
+def test_sender_id_and_trace_header_are_the_endpoint_s_records_never_a_sender_s_headers(
+    client_for, make_user, sqs_endpoint, new_name
+):
+    owner_user, victim_user, forger_user = make_user(), make_user(), make_user(creator=False)
+    owner, victim = client_for(owner_user), client_for(victim_user)
+    victim_key = AccessKey.objects.get(user=victim_user).key_id
+    name = new_name()
+    url = owner.create_queue(QueueName=name)["QueueUrl"]
+    pgq.grant_queue_access(name, victim_user, read=False, write=True)
+    # The forger may not write to the queue; they may publish through a topic bound to it.
+    topic = "x_" + name
+    pgq.create_exchange(topic, owner=owner_user)
+    pgq.bind_queue(name, topic)
+    pgq.grant_publish_access(topic, forger_user)
+    forger_user.set_password("forger-pw")
+    forger_user.save()
+    rest = f"{sqs_endpoint.removesuffix('sqs/')}v1/topics/{topic}/messages"
+    forged = {"sqs_sender_id": victim_key, "sqs_trace_header": "Root=1-forged"}
+
+    # Plain headers of those old names are the sender's own, and never reported.
+    published = urllib3.request(
+        "POST",
+        rest,
+        json={"body": "via REST", "headers": forged},
+        retries=False,
+        headers=urllib3.make_headers(basic_auth=f"{forger_user.username}:forger-pw"),
+    )
+    assert published.status == 201, published.data
+    pgq.publish(topic, "via Python", headers=forged)
+    pgq.send(name, "sent directly", headers=forged)
+    # The reserved names the endpoint uses are refused on every user send surface.
+    for reserved in ({"pgq_sqs_sender_id": victim_key}, {"pgq_sqs_trace_header": "Root=x"}):
+        refused = urllib3.request(
+            "POST",
+            rest,
+            json={"body": "forged", "headers": reserved},
+            retries=False,
+            headers=urllib3.make_headers(basic_auth=f"{forger_user.username}:forger-pw"),
+        )
+        assert refused.status == 400, refused.data
+        with pytest.raises(pgq.InvalidMessage):
+            pgq.publish(topic, "forged", headers=reserved)
+        with pytest.raises(pgq.InvalidMessage):
+            pgq.send(name, "forged", headers=reserved)
+    assert pgq.metrics(name).queue_length == 3
+
+    victim.send_message(
+        QueueUrl=url,
+        MessageBody="from the victim",
+        MessageSystemAttributes={
+            "AWSTraceHeader": {"DataType": "String", "StringValue": "Root=1-real"}
+        },
+    )
+    got = owner.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])
+    reported = {
+        m["Body"]: (m["Attributes"].get("SenderId"), m["Attributes"].get("AWSTraceHeader"))
+        for m in got["Messages"]
+    }
+    assert reported == {
+        "via REST": (None, None),
+        "via Python": (None, None),
+        "sent directly": (None, None),
+        "from the victim": (victim_key, "Root=1-real"),
+    }
