@@ -44,6 +44,10 @@ DEFAULTS: dict[str, Any] = {
     # Longest wait of read_with_poll (max_poll_seconds) and of a send waiting for room under
     # max_length (wait=); SQS long polls stop at 20 seconds too.
     "MAX_WAIT_SECONDS": 20,
+    # Let a process start its background services on demand (the counter flusher and the
+    # trailing wake-ups of throttled sends: docs/operations.md). False: no thread is started;
+    # each send and ack writes its counter row and notifies in its own statement.
+    "BACKGROUND_SERVICES": True,
     # Channel used for LISTEN/NOTIFY wake-ups; the payload is the queue name.
     "NOTIFY_CHANNEL": "pgq",
     # LISTEN for wake-ups (one connection per process). False: waiters and workers poll.
@@ -92,6 +96,18 @@ DEFAULTS: dict[str, Any] = {
     # re-checks its queue without a notification (delays, expired leases).
     "REST_MAX_WAIT_SECONDS": 20,
     "REST_POLL_INTERVAL": 2.0,
+    # Failed HTTP basic authentications allowed per client address and per username within
+    # REST_AUTH_FAILURE_WINDOW seconds; past either, 429 with Retry-After (per process).
+    "REST_AUTH_FAILURES_PER_ADDRESS": 100,
+    "REST_AUTH_FAILURES_PER_USERNAME": 10,
+    "REST_AUTH_FAILURE_WINDOW": 60.0,
+    # Threads that hash basic-auth passwords, and how many more checks may wait for them
+    # (beyond: 429), so password checks never hold the threads serving other requests.
+    "REST_PASSWORD_THREADS": 1,
+    "REST_PASSWORD_QUEUE": 32,
+    # Serve the OpenAPI schema (/v1/schema) and Swagger UI (/v1/docs) to anyone; False asks
+    # for the same authentication as the rest of the API.
+    "PUBLIC_API_SCHEMA": False,
     # Who may scrape /metrics: a DRF permission class as a dotted path. The default admits
     # staff users and, when METRICS_TOKEN is set, requests bearing that token.
     "METRICS_PERMISSION": "pgq_django.prometheus.CanScrapeMetrics",
@@ -146,6 +162,7 @@ class PgqSettings:
     LISTEN: bool
     LISTEN_CONNECTION: dict[str, Any] | None
     NOTIFY_INTERVAL: float
+    BACKGROUND_SERVICES: bool
     PARTITION_SIZE: int
     PARTITION_PREMAKE: int
     LIVE_PARTITION_STORAGE: dict[str, float | int | bool]
@@ -161,6 +178,12 @@ class PgqSettings:
     REST_MAX_LIMIT: int
     REST_MAX_WAIT_SECONDS: float
     REST_POLL_INTERVAL: float
+    REST_AUTH_FAILURES_PER_ADDRESS: int
+    REST_AUTH_FAILURES_PER_USERNAME: int
+    REST_AUTH_FAILURE_WINDOW: float
+    REST_PASSWORD_THREADS: int
+    REST_PASSWORD_QUEUE: int
+    PUBLIC_API_SCHEMA: bool
     METRICS_PERMISSION: str
     METRICS_TOKEN: str | None
     ASGI_THREADS: int

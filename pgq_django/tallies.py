@@ -8,33 +8,43 @@ metrics and the dashboard need per-minute sums, not a row per statement.
 How. A send or ack that commits on its own (autocommit: :func:`deferred`) runs the statement
 without its counter row and, once the statement has returned (committed), adds its count to
 this process's sums per queue, kind and minute (:func:`add`). A thread writes the sums as
-ordinary counter rows, one per queue, kind and minute, every :data:`FLUSH_INTERVAL`
-seconds; counts of a dropped queue are left out, and so are counts made in a database
-the alias no longer names (a test run's database, destroyed before the process exits,
-whose counts would otherwise be written to the project's own). Reading metrics or the
-dashboard writes this process's sums first, so a process sees its own sends at once; other
-processes' sums arrive within the interval. Statements inside a transaction count in the
-statement, as before, so their counts commit or roll back with it.
+ordinary counter rows, one per queue, kind and minute, every :data:`FLUSH_INTERVAL` seconds
+(the ``pgq-tallies`` process service, :class:`CounterFlusher`); counts of a dropped queue
+are left out, and so are counts made in a database the alias no longer names (a test run's
+database, destroyed before the process exits, whose counts would otherwise be written to the
+project's own). Reading metrics or the dashboard writes this process's sums first, so a
+process sees its own sends at once; other processes' sums arrive within the interval.
+Statements inside a transaction count in the statement, as before, so their counts commit or
+roll back with it.
 
 Trade-off (documented in docs/performance.md): a process killed before its flush (SIGKILL,
 ``os._exit``) loses at most the last interval of its counts. The messages themselves are
-never affected; a normal exit writes the sums (``atexit``).
+never affected; a normal exit writes the sums (:func:`pgq_django.services.stop_process_services`).
+
+With ``PGQ["BACKGROUND_SERVICES"] = False`` no thread is started: :func:`deferred` answers
+False, and every statement writes its own counter row, as statements in a transaction do.
+
+The flusher runs its one statement (``ADD_COUNTS``) through the runner itself: it sits
+beside the managers in the store, below the models, and never calls back up into them.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
-import os
 import threading
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connections
 
+from . import db
+from .conf import settings
 from .db import django_connection
+from .services import ProcessService, ServiceConfig
+from .sql import counters as sql
 
 logger = logging.getLogger("pgq_django.tallies")
 
@@ -47,38 +57,46 @@ _Key = tuple[int, str, int]
 _Where = tuple[str, Any]
 
 
-class _Sums:
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.lock = threading.Lock()
-        self.wake = threading.Event()
+@dataclass(frozen=True)
+class CounterFlusherConfig(ServiceConfig):
+    interval: float = FLUSH_INTERVAL
+    #: Idle turns after which the thread gives its database connections back.
+    close_after: int = 2
+    #: Idle turns after which the thread ends (the next :func:`add` starts it again).
+    end_after: int = 30
+
+
+class CounterFlusher(ProcessService[CounterFlusherConfig]):
+    """Holds this process's sums and writes them every interval on ``pgq-tallies``."""
+
+    thread_name = "pgq-tallies"
+
+    def __init__(self, config: CounterFlusherConfig | None = None) -> None:
+        super().__init__(config or CounterFlusherConfig())
+        self.sums_lock = threading.Lock()
         self.pending: dict[_Where, dict[_Key, int]] = {}
-        self.thread: threading.Thread | None = None
 
     def add(self, alias: str, queue_id: int, kind: str, n: int) -> None:
         minute = int(time.time()) // 60 * 60
         where = (alias, _database_name(alias))
-        with self.lock:
+        with self.sums_lock:
             sums = self.pending.get(where)
             if sums is None:
                 sums = self.pending[where] = defaultdict(int)
             sums[(queue_id, kind, minute)] += n
-            if self.thread is None:  # the thread clears it, under the lock, as it ends
-                self.thread = threading.Thread(target=self._run, name="pgq-tallies", daemon=True)
-                self.thread.start()
+        self.ensure_started()
 
     def take(self, alias: str | None = None) -> dict[_Where, dict[_Key, int]]:
-        with self.lock:
+        with self.sums_lock:
             if alias is None:
                 taken, self.pending = self.pending, {}
             else:
                 taken = {w: self.pending.pop(w) for w in list(self.pending) if w[0] == alias}
         return taken
 
-    def _run(self) -> None:
+    def run(self) -> None:
         idle = 0
-        while True:
-            time.sleep(FLUSH_INTERVAL)
+        while not self.sleep(self.config.interval):
             try:
                 wrote = self.flush()
             except Exception as exc:  # keep going: the sums are put back for the next try
@@ -88,13 +106,15 @@ class _Sums:
                 idle = 0
                 continue
             idle += 1
-            if idle == 2:  # nothing to write lately: give the connection back
+            if idle == self.config.close_after:  # nothing to write lately: connections back
                 for alias in connections:
                     connections[alias].close()
-            if idle > 30:  # a thread is started again by the next add()
-                with self.lock:
+            if idle > self.config.end_after:
+                with self.sums_lock:
                     if not self.pending:
-                        self.thread = None
+                        # Marked as stopping under the lock: an add() after this starts a
+                        # new thread (ensure_started), one before it is written first.
+                        self._stop.set()
                         return
 
     def flush(self, alias: str | None = None) -> bool:
@@ -109,16 +129,26 @@ class _Sums:
                 logger.debug("event=tally_dropped alias=%s reason=database_changed", db_alias)
                 continue
             try:
-                _write(db_alias, sums)
+                write_counts(db_alias, sums)
             except Exception as exc:
                 # Put them back for the next try rather than lose them.
                 logger.warning("event=tally_write_failed alias=%s error=%s", db_alias, exc)
-                with self.lock:
+                with self.sums_lock:
                     again = self.pending.setdefault(where, defaultdict(int))
                     for key, n in sums.items():
                         again[key] += n
                 connections[db_alias].close()
         return bool(taken)
+
+    def after_fork(self) -> None:
+        # The parent's sums are the parent's to write: a child starts from nothing.
+        super().after_fork()
+        self.sums_lock = threading.Lock()
+        self.pending = {}
+
+    def shutdown(self) -> None:
+        self.stop()
+        self.flush()
 
 
 def _database_name(alias: str) -> Any:
@@ -126,57 +156,48 @@ def _database_name(alias: str) -> Any:
     return django_connection(alias).settings_dict.get("NAME")
 
 
-def _write(alias: str, sums: dict[_Key, int]) -> None:
-    from .models import Message
-
+def write_counts(alias: str, sums: dict[_Key, int]) -> int:
+    """Write summed counts as counter rows, one per queue, kind and minute; returns how many
+    rows were written (counts of dropped queues are left out)."""
     keys = list(sums)
-    Message.objects.db_manager(alias).add_counts(
-        queue_ids=[k[0] for k in keys],
-        kinds=[k[1] for k in keys],
-        ns=[sums[k] for k in keys],
-        ats=[datetime.fromtimestamp(k[2], UTC) for k in keys],
-    )
+    params = {
+        "queue_ids": [k[0] for k in keys],
+        "kinds": [k[1] for k in keys],
+        "ns": [sums[k] for k in keys],
+        "ats": [datetime.fromtimestamp(k[2], UTC) for k in keys],
+    }
+    return len(db.run_all(sql.ADD_COUNTS, params, alias))
 
 
-_sums = _Sums()
-
-
-def _reset_after_fork() -> None:
-    # The parent's sums are the parent's to write: a child starts from nothing.
-    global _sums
-    _sums = _Sums()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
-
-
-@atexit.register
-def _flush_at_exit() -> None:
-    if _sums.pid == os.getpid():
-        _sums.flush()
+#: This process's flusher (a process service: see :mod:`pgq_django.services`).
+flusher = CounterFlusher()
 
 
 def deferred(alias: str) -> bool:
-    """Whether a statement on ``alias`` commits when it returns (autocommit, no transaction):
-    its counts can then be summed here instead of written by the statement itself.
+    """Whether a statement on ``alias`` commits when it returns (autocommit, no transaction)
+    and background services may run: its counts can then be summed here instead of written
+    by the statement itself.
 
     Read from the connection's state without connecting: a connection not yet open reports
     no autocommit, and the statement then counts for itself (always correct).
     """
-    db = django_connection(alias)
-    return bool(db.autocommit) and not db.in_atomic_block
+    return bool(settings.BACKGROUND_SERVICES) and _autocommit(alias)
+
+
+def _autocommit(alias: str) -> bool:
+    conn = django_connection(alias)
+    return bool(conn.autocommit) and not conn.in_atomic_block
 
 
 def add(alias: str, queue_id: int, kind: str, n: int) -> None:
     """Count ``n`` events of ``kind`` on a queue, from a statement that has committed."""
     if n:
-        _sums.add(alias, queue_id, kind, n)
+        flusher.add(alias, queue_id, kind, n)
 
 
 def flush(alias: str | None = None) -> None:
     """Write this process's pending sums now, unless that would join a transaction of the
     caller's (its rollback would lose them); readers of the counters call this first."""
-    if alias is not None and not deferred(alias):
+    if alias is not None and not _autocommit(alias):
         return
-    _sums.flush(alias)
+    flusher.flush(alias)

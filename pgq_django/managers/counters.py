@@ -18,14 +18,6 @@ class CounterMethods(SqlManager):
         row = self._one(sql.COMPACT_COUNTERS, {})
         return row.removed, row.written
 
-    def add_counts(
-        self, *, queue_ids: list[int], kinds: list[str], ns: list[int], ats: list[Any]
-    ) -> int:
-        """Write summed counts (pgq_django.tallies), one row per queue, kind and minute;
-        returns how many rows were written (counts of dropped queues are left out)."""
-        params = {"queue_ids": queue_ids, "kinds": kinds, "ns": ns, "ats": ats}
-        return len(self._all(sql.ADD_COUNTS, params))
-
     def metrics_rows(self, queue: str | None) -> list[Any]:
         """One row per queue (all, or the one named), fields named as in QueueMetrics.
 

@@ -34,7 +34,7 @@ _SUMS = """SELECT u.queue_id, u.kind, u.n, u.at
                 %(ats)s::timestamptz[]) AS u(queue_id, kind, n, at)
     WHERE u.queue_id IN (SELECT id FROM live)"""
 
-# -- add_counts -- Write a process's sums of autocommit sends and acks (pgq_django.tallies):
+# -- add_counts -- Write a process's sums of autocommit sends and acks (tallies.write_counts):
 # one counter row per queue, kind and minute; counts of a queue dropped since are left out.
 # The queues are share-locked first, so a drop running at the same moment either waits for
 # this insert or has already removed the queue (nothing is left for upkeep to sweep).

@@ -28,7 +28,7 @@ import psycopg
 
 from ..sql import leader as sql
 from . import maintenance
-from .service import Service, ServiceConfig
+from ..services import Service, ServiceConfig
 
 logger = logging.getLogger("pgq_django.worker")
 

@@ -16,7 +16,7 @@ from typing import Any
 from django.db import close_old_connections
 
 from ..api import delivery, messages
-from .service import Service, ServiceConfig
+from ..services import Service, ServiceConfig
 
 logger = logging.getLogger("pgq_django.worker")
 

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .service import Service, ServiceConfig
+from ..services import Service, ServiceConfig
 
 logger = logging.getLogger("pgq_django.worker")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 
 import pytest
@@ -112,3 +113,44 @@ def test_a_forked_child_does_not_write_its_parents_pending_counts_again(make_que
     assert child.exitcode == 0
     tallies.flush()
     assert _stored(q, "sent") == 1
+
+
+THREADS_OF_A_SENDER = """
+import json
+import sys
+import threading
+
+import django
+django.setup()
+from django.db.models import Sum
+from django.test import override_settings
+
+import pgq_django as pgq
+from pgq_django.conf import settings
+from pgq_django.models import QueueCounter
+
+with override_settings(PGQ={**settings.user_settings, "BACKGROUND_SERVICES": sys.argv[2] == "on"}):
+    for n in range(5):
+        pgq.send(sys.argv[1], {"n": n})
+    stored = QueueCounter.objects.filter(queue__name=sys.argv[1]).aggregate(n=Sum("n"))["n"]
+    threads = sorted(t.name for t in threading.enumerate() if t.name.startswith("pgq-"))
+    print(json.dumps({"threads": threads, "stored": stored or 0}))
+"""
+
+
+@pytest.mark.parametrize("services", ["on", "off"])
+def test_background_services_are_the_only_threads_a_sender_starts(make_queue, spawn, services):
+    """With them on, a process that only sends starts the counter flusher (its sums are
+    written later); with ``BACKGROUND_SERVICES`` off it starts no thread at all and each
+    send has written its own counter row by the time it returns."""
+    q = make_queue()
+    child = spawn("-c", THREADS_OF_A_SENDER, q.name, services)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    seen = json.loads(out.strip().splitlines()[-1])
+    if services == "on":
+        assert "pgq-tallies" in seen["threads"]
+        assert set(seen["threads"]) <= {"pgq-tallies", "pgq-wakeups"}
+    else:
+        assert seen == {"threads": [], "stored": 5}
+    assert pgq.metrics(q).total_messages == 5

@@ -16,7 +16,7 @@ from pgq_django.worker import maintenance
 from pgq_django.worker.leader import Leader, LeaderConfig
 from pgq_django.worker.leases import LeaseExtender, LeaseExtenderConfig
 from pgq_django.worker.notifier import Notifier, NotifierConfig, Wakeup
-from pgq_django.worker.service import Service, ServiceConfig
+from pgq_django.services import Service, ServiceConfig
 from tests.conftest import wait_until
 
 # -- the base ----------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
-"""One start/stop base for the worker's background duties (River's ``BaseStartStop``).
+"""One start/stop base for every background duty pgq_django runs (River's ``BaseStartStop``).
 
-The lease extender, the notifier listener and the leader each run on a thread of their own.
-:class:`Service` gives them the same life cycle, so each can be started, stopped and tested
-alone, and the worker composes them without knowing how any of them loops:
+The worker's lease extender, notifier listener and leader, and the store's per-process
+duties (the counter flusher of :mod:`pgq_django.tallies`), each run on a thread of their
+own. :class:`Service` gives them the same life cycle, so each can be started, stopped and
+tested alone, and their owners compose them without knowing how any of them loops:
 
 - ``start()`` starts the thread (named, so it shows in thread dumps); starting a running
   service does nothing, and a stopped one can be started again.
@@ -13,18 +14,28 @@ alone, and the worker composes them without knowing how any of them loops:
 
 Each service has a small frozen config dataclass with its ``interval`` (time between turns)
 and ``stop_timeout`` defaults, like River's per-service config structs.
+
+Process services (:class:`ProcessService`) are the ones a web process may start by itself,
+on demand, the first time a send leaves them work. They are listed in one registry here, so
+that fork handling (a child starts with none of its parent's state or threads) and shutdown
+(the last work written when the interpreter exits) happen in one place for all of them;
+:func:`process_services` lists them and :func:`stop_process_services` stops them.
+``PGQ["BACKGROUND_SERVICES"] = False`` keeps them from starting at all: their work is then
+done inline by the statement that made it (docs/operations.md, "Threads in a web process").
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import threading
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from django.db import connections
 
-logger = logging.getLogger("pgq_django.worker")
+logger = logging.getLogger("pgq_django.services")
 
 
 @dataclass(frozen=True)
@@ -112,3 +123,62 @@ class Service(Generic[C]):
             logger.exception("event=service_failed service=%s", self.thread_name)
         finally:
             connections.close_all()
+
+
+class ProcessService(Service[C]):
+    """A service of the process itself rather than of a worker: started on demand by the
+    code that leaves it work (:meth:`ensure_started`), reset in a forked child, and given a
+    last turn (:meth:`shutdown`) when the interpreter exits."""
+
+    def __init__(self, config: C) -> None:
+        super().__init__(config)
+        self.pid = os.getpid()
+        _REGISTRY.append(self)
+
+    def ensure_started(self) -> None:
+        """Start the thread unless it runs; a thread that has just decided to end (idle) is
+        waited for first, so work handed over meanwhile is never left without a thread."""
+        if self.is_running and not self.stopping:
+            return
+        self.wait()
+        self.start()
+
+    def after_fork(self) -> None:
+        """Forget the parent's state in a forked child (its work is the parent's to do)."""
+        self.pid = os.getpid()
+        self._stop = threading.Event()
+        self._thread = None
+        self._lock = threading.Lock()
+
+    def shutdown(self) -> None:
+        """Stop the thread and do what is left, once, as the process ends."""
+        self.stop()
+
+
+_REGISTRY: list[ProcessService[Any]] = []
+
+
+def process_services() -> list[ProcessService[Any]]:
+    """The process services this process has (started or not)."""
+    return list(_REGISTRY)
+
+
+def stop_process_services() -> None:
+    """Stop every process service, each doing its last work (at interpreter exit)."""
+    for service in _REGISTRY:
+        if service.pid != os.getpid():
+            continue
+        try:
+            service.shutdown()
+        except Exception:
+            logger.exception("event=service_shutdown_failed service=%s", service.thread_name)
+
+
+def _after_fork_in_child() -> None:
+    for service in _REGISTRY:
+        service.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(stop_process_services)
