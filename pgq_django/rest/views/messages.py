@@ -11,6 +11,7 @@ not wait) is served by :mod:`pgq_django.asgi` in one hop to that thread.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import re
 import time
@@ -18,8 +19,11 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
+from django.http import HttpRequest
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
+from rest_framework import exceptions as drf
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -27,7 +31,7 @@ import pgq_django as pgq
 
 from ... import notify
 from ...conf import settings
-from ...exceptions import InvalidArgument, MessageNotFound, StaleReceipt
+from ...exceptions import InvalidArgument, MessageNotFound, PermissionDenied, StaleReceipt
 from .. import serializers as s
 from ..permissions import require_queue
 from .base import AsyncPgqView, PgqView, Wait, no_content
@@ -104,7 +108,38 @@ def send_messages(queue: str, items: list[dict[str, Any]]) -> list[int]:
     return ids
 
 
+def require_csrf_for_session(request: Request, http_request: HttpRequest) -> None:
+    """Refuse a consume authenticated by the session cookie alone, without the CSRF token.
+
+    A consume changes state (it hides messages for their lease) but is a GET, which Django's
+    CSRF protection lets through: any page on another site could navigate a logged-in user
+    to a consume URL. A consume authenticated by the session therefore passes the same CSRF
+    check as a POST (the ``X-CSRFToken`` header, and the ``Origin``/``Referer`` checks);
+    token and basic authentication are not sent by a browser on its own and need none.
+    """
+    if not isinstance(request.successful_authenticator, SessionAuthentication):
+        return
+    probe = copy.copy(http_request)  # checked as an unsafe method; the request is unchanged
+    probe.method = "PUT"
+    try:
+        SessionAuthentication().enforce_csrf(probe)
+    except drf.PermissionDenied as exc:
+        raise PermissionDenied(
+            "A consume authenticated by the session needs the CSRF token (the "
+            "X-CSRFToken header), as a POST does; token and basic authentication need none. "
+            f"{exc.detail}"
+        ) from None
+
+
 class MessagesView(AsyncPgqView):
+    # HEAD is left out: Django would answer it with get(), and a proxy or a link checker
+    # sending it must not lease messages (405, nothing leased).
+    http_method_names = ["get", "post", "options"]
+
+    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Request:
+        self.http_request = request  # Django's request, for require_csrf_for_session
+        return super().initialize_request(request, *args, **kwargs)
+
     @extend_schema(
         operation_id="messages_consume",
         parameters=[
@@ -130,7 +165,9 @@ class MessagesView(AsyncPgqView):
     )
     def get(self, request: Request, queue: str) -> Response | Wait:
         """Consume: lease up to ``limit`` messages, each hidden until acked or its lease
-        ends; with ``wait_seconds``, wait that long for one when none is ready."""
+        ends; with ``wait_seconds``, wait that long for one when none is ready. With
+        session authentication, the CSRF token is required as for a POST."""
+        require_csrf_for_session(request, self.http_request)
         query = parse_query(
             request,
             {
