@@ -47,8 +47,8 @@ _EMPTY_OBJECT = b"\x01{}"
 
 class _JsonbLoader(JsonbBinaryLoader):
     """psycopg's binary jsonb loader, with the empty object (the headers and attributes of
-    most messages) made without the JSON decoder: two decodes a row were a tenth of the
-    client's time reading 100 messages."""
+    most messages) made without the JSON decoder, which otherwise runs twice a row on a
+    read's hottest path."""
 
     def load(self, data: Any) -> Any:
         if data == _EMPTY_OBJECT:
@@ -70,7 +70,7 @@ _PREPARE_ONLY_WHEN_ASKED = 2**31 - 1
 # A raw connection set up for our statements carries the pid of the process that set it up
 # (``_pgq_pid``: a forked child must not use its parent's connection) and its two reusable
 # cursors (``_pgq_cursors``, see _configure). Attributes, not a weak dictionary: looking a
-# connection up in one made a weak reference per call, a tenth of the runner's time.
+# connection up in one made a weak reference on every call of the runner's hot path.
 # Connections a forked child inherited and let go of. Kept referenced so they are never
 # garbage-collected in the child: psycopg would not close them there (it checks the pid),
 # but it would warn about an open connection being deleted.
@@ -115,14 +115,13 @@ class _PreparingCursor(psycopg.Cursor[Any]):
     """A server-binding cursor that prepares each statement on first use.
 
     The named statements run thousands of times per connection and are large CTEs: parsing
-    and planning them is about half of what PostgreSQL spends on a send or a read
-    (bench/core.py measured pgq_django at ~0.5 of the same SQL run by psycopg with its
-    automatic prepares). Prepared once per connection, later calls only bind and execute.
+    and planning them costs PostgreSQL as much as running them (docs/performance.md).
+    Prepared once per connection, later calls only bind and execute.
     Django's own cursors bind on the client and never prepare, so this is opt-in here.
 
     Results come back in binary format: psycopg's C loaders then decode timestamps, where
-    the text format goes through Django's Python timestamptz loader — three timestamps a row
-    were a sixth of a 100-message read. Values are the same (aware UTC datetimes, since
+    the text format goes through Django's Python timestamptz loader, a regular expression
+    per timestamp, three a row. Values are the same (aware UTC datetimes, since
     Django sets the connection's time zone to UTC; jsonb decoded to Python objects).
     """
 
@@ -145,12 +144,12 @@ class _CallCursor(psycopg.ClientCursor[Any]):
     :func:`~pgq_django.server_functions.binds_on_client`) is bound on the client and sent
     as one simple-protocol ``Query`` message, where a server-bound statement is five (Parse,
     Bind, Describe, Execute, Sync): the server sets up no unnamed statement and portal for
-    it, and a pooler forwards one message. Behind PgBouncer 1.18 a single send went from
-    0.81 to 0.88 of a direct prepared statement's rate (docs/performance.md, "Calls in one
-    message"). A value never becomes SQL: psycopg quotes each one with libpq's escaping, as
-    Django's own cursors do by default. The simple protocol has only text results, so this
-    cursor decodes jsonb to Python objects and timestamps with psycopg's C loaders, giving
-    the same values as the binary rows of :class:`_PreparingCursor`.
+    it, and a pooler forwards one message, which brings a pooled single call closer to a
+    direct prepared one (docs/performance.md, "Behind PgBouncer"). A value never becomes
+    SQL: psycopg quotes each one with libpq's escaping, as Django's own cursors do by
+    default. The simple protocol has only text results, so this cursor decodes jsonb to
+    Python objects and timestamps with psycopg's C loaders, giving the same values as the
+    binary rows of :class:`_PreparingCursor`.
     """
 
     _pgq_prepare = False
@@ -171,12 +170,13 @@ def _configure(raw: Any, pid: int) -> dict[Any, _PreparingCursor | _CallCursor]:
 
     Each connection keeps its cursors, reused call after call: every caller fetches its rows
     before the next statement runs on the connection (run_one, run_all, run_rowcount), and
-    making a cursor per call was a tenth of the runner's time. A fixed statement (a module
-    constant, or one of the few shapes of a read) has a cursor of its own: psycopg keeps a
-    cursor's adaptation state (its ``Transformer``, with the dumpers and loaders it looked
-    up) only while the cursor runs the same statement object again, and one cursor shared by
-    a read and its delete started both afresh on every call. Other statements (texts built
-    per call) share one cursor per kind (preparing or not, binary or text results).
+    making a cursor per call was a large share of the runner's own time. A fixed statement
+    (a module constant, or one of the few shapes of a read) has a cursor of its own: psycopg
+    keeps a cursor's adaptation state (its ``Transformer``, with the dumpers and loaders it
+    looked up) only while the cursor runs the same statement object again, and one cursor
+    shared by a read and its delete started both afresh on every call. Other statements
+    (texts built per call) share one cursor per kind (preparing or not, binary or text
+    results).
     """
     if raw.prepare_threshold is None:
         # Django turns preparing off per connection; allow it for the statements that ask
@@ -196,11 +196,11 @@ def django_connection(alias: str | None = None) -> Any:
 
     Django keeps a thread's connections in asgiref's thread-critical ``Local``, which asks
     ``asyncio.get_running_loop()`` on every lookup and, in a thread without an event loop
-    (where the API runs), catches the RuntimeError it raises: about 13 µs per lookup beside
-    a statement's round trip, and an API call made three or four. In such a thread that
-    ``Local`` keeps the connections in a plain ``threading.local``, which this reads
-    directly; anything else (a running event loop, a connection not made yet, another
-    asgiref) goes through ``connections[alias]``, so the answer is always Django's own.
+    (where the API runs), catches the RuntimeError it raises: an exception per lookup, and
+    an API call made three or four. In such a thread that ``Local`` keeps the connections
+    in a plain ``threading.local``, which this reads directly; anything else (a running
+    event loop, a connection not made yet, another asgiref) goes through
+    ``connections[alias]``, so the answer is always Django's own.
     """
     alias = alias or settings.DATABASE
     if _get_running_loop() is None:
@@ -301,9 +301,10 @@ def _fetch(
     exactly what its ``execute`` and ``fetch*`` would do around psycopg: refuse to run in a
     broken atomic block, and turn a driver error into Django's (marking the connection as
     errored, as :class:`~django.db.utils.DatabaseErrorWrapper` does). Building that wrapper
-    and going through its layers was a third of the runner's time for a single send. With
-    hooks or logging (``DEBUG``, ``CaptureQueriesContext``, ``connection.execute_wrapper``)
-    every statement goes through the wrapper as before, so they see it.
+    and going through its layers was a large share of the runner's time for a single send.
+    With hooks or logging (``DEBUG``, ``CaptureQueriesContext``,
+    ``connection.execute_wrapper``) every statement goes through the wrapper as before, so
+    they see it.
     """
     db, inner, text, key = _inner_cursor(statement, alias, prepare, True)
     if db.execute_wrappers or db.queries_logged:
@@ -382,7 +383,7 @@ def run_all(
 
     ``named=False`` returns plain tuples, for rows that become model instances at once
     (a read's messages, matched to :data:`~pgq_django.sql.fragments.MESSAGE_COLUMNS` by the
-    manager): naming a hundred rows first cost a fifth of the client's time to load them.
+    manager): naming a hundred rows first would only be thrown away.
     """
     cursor, rows, fixed = _fetch(statement, params, alias, prepare, _ALL)
     if not rows or not named:
