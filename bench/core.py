@@ -368,8 +368,8 @@ class Case:
 
 CASES = (
     Case("send", "send", 2000, 40, kind="send"),
-    # Not one of issue 13's six: producers contending for one queue (its row was share-locked
-    # by every send while the message table had a foreign key to it; migration 0011).
+    # Added after the six original cases: producers contending for one queue (its row was
+    # share-locked by every send while the message table had a foreign key to it; 0011).
     Case("send_x4", "send, 4 producers", 4000, 80, consumers=4, kind="send"),
     Case("send_batch", "send_batch(100)", 20_000, 400, qty=100, kind="send_batch"),
     Case("read1", "read+delete qty 1, 1 consumer", 2000, 40),

@@ -185,8 +185,8 @@ FILLFACTOR = {MESSAGE_TABLE: 50, ARCHIVE_TABLE: 100}
 # but the queue's id is known only when the statement runs, so the planner estimates its
 # rows as the partition's rows / n_distinct(queue_id). ANALYZE measures that on projects
 # with a few queues as 1 to 5: "every row is this queue's", and a read of a partition of a
-# few thousand messages was planned as a scan of the whole partition and a sort, 1-7 ms
-# instead of 0.1 ms per read. Any value this large keeps reads on the index at every size.
+# few thousand messages was planned as a scan of the whole partition and a sort, many times
+# slower than the index walk. Any value this large keeps reads on the index at every size.
 QUEUE_ID_DISTINCT = 1000
 _OPTION_NAME = re.compile(r"^[a-z_]{1,63}$")
 

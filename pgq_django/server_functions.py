@@ -2,9 +2,9 @@
 
 Why. With ``PGQ["PREPARED_STATEMENTS"] = False`` (a transaction-mode pooler such as
 PgBouncer 1.18, which cannot keep a prepared statement between transactions), PostgreSQL
-parses and plans each statement on every call: a single send, read or ack then costs about
-1.5 times its prepared self (docs/performance.md, "Behind PgBouncer"). PL/pgSQL keeps the plans
-of a function's queries for the life of the server session, and a pooler's server sessions
+parses and plans each statement on every call, which for a single send, read or ack costs
+about as much as running it (docs/performance.md, "Behind PgBouncer"). PL/pgSQL keeps the
+plans of a function's queries for the life of the server session, and a pooler's server sessions
 serve many client transactions, so a statement run as a function's body is planned once per
 server session, as a prepared statement is per client connection.
 

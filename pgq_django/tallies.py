@@ -2,7 +2,7 @@
 
 Why. Every send and ack used to insert a ``pgq_queue_counter`` row in its own statement: an
 extra table write (heap, index, WAL, and a foreign-key check that share-locks the queue row)
-on the two hottest statements, about a tenth of their cost (docs/performance.md). The
+on the two hottest statements, a cost worth removing (docs/performance.md). The
 metrics and the dashboard need per-minute sums, not a row per statement.
 
 How. A send or ack that commits on its own (autocommit: :func:`deferred`) runs the statement
@@ -17,7 +17,7 @@ process sees its own sends at once; other processes' sums arrive within the inte
 Statements inside a transaction count in the statement, as before, so their counts commit or
 roll back with it.
 
-Trade-off (documented in docs/performance.md): a process killed before its flush (SIGKILL,
+Trade-off (documented in docs/design.md, "Counters"): a process killed before its flush (SIGKILL,
 ``os._exit``) loses at most the last interval of its counts. The messages themselves are
 never affected; a normal exit writes the sums (:func:`pgq_django.services.stop_process_services`).
 

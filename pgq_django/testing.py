@@ -229,7 +229,7 @@ def start_asgi_server(
     The listening socket is bound here, on an ephemeral port, and handed to uvicorn
     (``--fd``): the port is known before the child starts and no other process can take it
     meanwhile. ``TCP_NODELAY`` is set on it because uvicorn treats an inherited socket as a
-    Unix one and would leave Nagle's algorithm on, adding ~40 ms to small answers; accepted
+    Unix one and would leave Nagle's algorithm on, delaying small answers; accepted
     sockets inherit the flag. The server counts as up once ``ready_path`` answers anything
     over HTTP. ``env`` is the child's whole environment (default: this process's);
     ``factory`` passes ``--factory`` (``app`` names a function returning the application).

@@ -3,9 +3,10 @@ process, and a wake-up it leaves out is still delivered, after its commit.
 
 Why. ``pg_notify`` makes the committing transaction take a cluster-wide lock (PostgreSQL's
 ``PreCommit_Notify`` queues notifications in commit order) and hold it through the commit's
-WAL flush, so notifying commits happen one at a time: about 8 % of a single sender's time
-and a third of four senders' (docs/performance.md). One wake-up per queue every few
-milliseconds is all a waiting consumer needs: it reads everything visible when it wakes.
+WAL flush, so notifying commits happen one at a time, which costs a single sender some of
+its speed and several senders to one queue much more (docs/performance.md). One wake-up
+per queue every few milliseconds is all a waiting consumer needs: it reads everything
+visible when it wakes.
 
 How, per process and database alias (see :func:`leading` and :func:`owe`):
 
@@ -26,7 +27,8 @@ How, per process and database alias (see :func:`leading` and :func:`owe`):
 A steady stream of sends thus carries its own wake-ups (one per interval, in the leading
 sends' statements) and the flusher stays idle; it only speaks for a stream that stopped.
 Its deadline is half an interval later than the next leading send would come, so that send
-can finish first: the flusher's statement was a tenth of a single send's client time.
+can finish first: a statement of the flusher's per interval was a visible cost to every
+single send.
 
 A process that dies between a skipped send's commit and its trailing notification (at most
 :data:`GRACE` intervals) loses that wake-up; the consumer's poll interval covers it, as it

@@ -89,7 +89,7 @@ def send_trusted(
 def send_one(queue: QueueRef, message: Any, *, wait: Duration | None = None, **options: Any) -> int:
     """:func:`pgq_django.send` after its reserved-header check: :func:`send_trusted` of one
     message, with the same checks in the same order, without building and walking a batch
-    (a single send is the most common call; see docs/performance.md, issue 13)."""
+    (a single send is the most common call; see docs/performance.md)."""
     name = v.name(queue)
     opts = check_send_options(options)
     deadline = None if wait is None else wait_deadline(wait)

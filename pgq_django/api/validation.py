@@ -198,8 +198,8 @@ def tags(value: Any) -> dict[str, str]:
     return dict(value)
 
 
-# One encoder for every parameter: json.dumps with options builds a new one per call, which
-# was a tenth of a single send's Python time.
+# One encoder for every parameter: json.dumps with options builds a new one per call, a
+# needless cost on every send.
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
 
 

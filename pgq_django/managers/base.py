@@ -46,8 +46,8 @@ class SqlManager(models.Manager):
     ) -> list[Any]:
         """Turn RETURNING rows into model instances (jsonb arrives decoded: binary results).
 
-        The instances are what ``Model.from_db`` makes, built without ``Model.__init__``:
-        its per-field work was a fifth of a 100-message read (bench/core.py, profiled). The
+        The instances are what ``Model.from_db`` makes, built without ``Model.__init__``,
+        whose per-field work is a large share of a wide read (docs/performance.md). The
         rows carry every column of MESSAGE_COLUMNS from ``offset`` on (a field after them,
         such as ``Message.dead_letter_origin``, is deferred: it loads on first access); the
         one difference is that no pre_init/post_init signal is sent. A model whose fields do

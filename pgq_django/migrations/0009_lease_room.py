@@ -2,12 +2,11 @@
 
 A lease changes only ``vt`` and ``read_ct``, which no index covers, so PostgreSQL can write
 the new row version on the same page without touching any index (a HOT update) when the
-page has room for it. Migration 0001 left 15 % of each page free: enough for one lease at a
-time, but a ``read(qty=100)`` rewrites every row of a page at once, and 72 % of those
-updates went to another page, each inserting into the three indexes (measured: 696,768 of
-2,501,550 updates HOT). With half of each page free every row of a page fits a second
-version, and the server's CPU per message of a 100-message read and ack fell by a quarter
-(docs/performance.md). The cost is room: a backlog takes twice the pages.
+page has room for it. Migration 0001 set a fillfactor of 85: room for one lease at a time,
+but a ``read(qty=100)`` rewrites every row of a page at once, and most of those updates
+went to another page, each inserting into the three indexes. With half of each page free
+every row of a page fits a second version, and a wide read and its ack cost the server
+clearly less (docs/performance.md). The cost is room: a backlog takes twice the pages.
 
 ``ALTER TABLE … SET (fillfactor …)`` changes only pages filled from now on and takes a lock
 that does not block sends, reads or acks. Ranges made later get it from

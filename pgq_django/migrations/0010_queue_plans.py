@@ -5,10 +5,11 @@ index. The queue's id is looked up by name in the same statement, so the planner
 it as "some queue_id" and estimates that queue's rows as the partition's rows divided by the
 number of distinct queue_ids ANALYZE saw. A project with one to five queues measures 1 to 5:
 every row looks like this queue's, and a read of a partition holding a few thousand messages
-was planned as a scan of the whole partition and a sort (1-7 ms per read instead of 0.1 ms;
-docs/performance.md). Setting ``n_distinct`` on the live partitions' ``queue_id`` tells the
-planner to expect many queues (``pgq_django.partitions.QUEUE_ID_DISTINCT``); upkeep gives
-ranges it makes the same setting, and ``tune_live_partitions`` any range this did not see.
+was planned as a scan of the whole partition and a sort, many times slower than the
+index walk (docs/performance.md). Setting ``n_distinct`` on the live partitions'
+``queue_id`` tells the planner to expect many queues
+(``pgq_django.partitions.QUEUE_ID_DISTINCT``); upkeep gives ranges it makes the same
+setting, and ``tune_live_partitions`` any range this did not see.
 The DEFAULT partition is left as it is: it holds rows only when ids outrun the ranges, and
 then its plans are best made from what ANALYZE measures.
 

@@ -4,9 +4,9 @@ Why. A foreign key check share-locks the referenced row: every send, every archi
 on ack, expiry, dead-lettering) and every counter row (a send or ack inside a transaction
 counts in its statement) locked its queue's row. Each lock writes a WAL record and dirties
 the queue's page, and when several transactions hold it at once PostgreSQL has to record them
-together as a MultiXact, rewritten by each new locker. Four processes sending to one queue
-ran at 0.76x PGMQ's throughput with the key and 0.89x without it (docs/performance.md,
-"Sends without the queue's row lock").
+together as a MultiXact, rewritten by each new locker. Processes sending to one queue
+contended for that lock; without the keys they do not (docs/performance.md, "What the
+numbers rest on").
 
 What a drop does instead. The keys' ``ON DELETE CASCADE`` is replaced by a trigger on
 ``pgq_queue`` that deletes the queue's messages, archive rows and counter rows in the

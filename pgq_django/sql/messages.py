@@ -138,8 +138,7 @@ RETURNING msg_id, queue_id,
 # (a queue's delivery_delay postpones it), and relax the commit of a non-durable queue's
 # message, whose id is from the transient space. Without SEND_PLAIN's CTEs and its room
 # check (a sub-plan over every partition, set up on each call even when max_length is
-# NULL), PostgreSQL spends about a fifth less on it (docs/performance.md, "One INSERT per
-# send").
+# NULL), PostgreSQL spends clearly less on it.
 SEND_ONE = _send_one(False)
 
 # -- send_one_counted -- SEND_ONE inside the caller's transaction: its 'sent' counter row is
@@ -155,7 +154,7 @@ WAKE = "SELECT count(pg_notify(%(channel)s, q)) AS woken FROM unnest(%(queues)s:
 # requires each row to be the head of its message group. Each statement's ``q`` CTE only
 # matches a queue of its own shape, so a wrong guess finds no queue instead of delivering out
 # of order (see MessageManager._leasing, which picks the shape and corrects a wrong guess).
-# The group check costs a sixth of a plain read even when it never runs, hence two shapes.
+# The group check slows every read, even on a queue where it never applies: two shapes.
 # ``{filters}`` stays a placeholder: the header/attribute/label filters of a read.
 _CANDIDATES = """
     SELECT m.msg_id FROM pgq_message m
@@ -311,7 +310,7 @@ DELETE_ONE_UNCOUNTED = {
 # ack) as a single DELETE that answers only when it deleted: one row, the msg_id and the
 # queue_id; none when the queue is missing or archives on ack, or the message is gone or
 # leased again (the receipt fence), and the manager then runs DELETE_ONE_UNCOUNTED, which
-# says which. Without the CTEs and sub-queries PostgreSQL spends about a tenth less on it.
+# says which. Without the CTEs and sub-queries PostgreSQL spends less on it.
 ACK_ONE = f"""
 DELETE FROM pgq_message m USING pgq_queue q
 WHERE q.name = %(queue)s AND NOT q.archive_on_ack AND m.queue_id = q.id

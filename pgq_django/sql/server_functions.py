@@ -2,10 +2,11 @@
 
 Behind a transaction-mode pooler that keeps no prepared statements (PgBouncer 1.18, or a
 newer one without ``max_prepared_statements``), every call would parse and plan its
-statement again: for a single send, read or ack that planning is about a third of the
-server's work. PL/pgSQL caches the plans of a function's queries per server session, and a
-pooled server session outlives the client transactions it serves, so running the same
-statement as the body of a function keeps its plan across calls, whichever client sends it.
+statement again, a large share of the server's work for a single send, read or ack
+(docs/performance.md). PL/pgSQL caches the plans of a function's queries per server
+session, and a pooled server session outlives the client transactions it serves, so
+running the same statement as the body of a function keeps its plan across calls,
+whichever client sends it.
 :mod:`pgq_django.server_functions` makes one function per statement of :data:`WRAPPED`
 (named after a hash of the statement's text) when ``migrate`` runs, and the runner calls it
 in place of the statement when prepared statements are off.

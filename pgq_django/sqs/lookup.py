@@ -15,8 +15,8 @@ values, runs the same SQL and builds the Queue from the row as the ORM would (th
 converters, then ``Model.from_db``). The row comes back in binary format when the only
 converter is a JSONField's with the default decoder (the Queue's ``tags``): psycopg then
 decodes the jsonb and the timestamps in C, where the text format parsed two timestamps
-with a regular expression each and the JSON with the field's converter, a third of the
-lookup's time in the server. No SQL is written here, and the rule stays the one in
+with a regular expression each and the JSON with the field's converter, a large share of
+the lookup's time in the server. No SQL is written here, and the rule stays the one in
 :mod:`pgq_django.access`; a user model whose primary key has no stand-in (neither integer,
 UUID nor text) is served by the ORM query every time.
 """
