@@ -45,7 +45,9 @@ import time
 
 from django.db import connections
 
+from . import db
 from .conf import settings
+from .sql import messages as sql
 
 logger = logging.getLogger("pgq_django.wakeups")
 
@@ -167,9 +169,9 @@ class _Flusher:
 
 
 def _wake(alias: str, queues: list[str]) -> None:
-    from .models import Message
-
-    Message.objects.db_manager(alias).wake(queues)
+    """Notify the listeners of ``queues``: the trailing wake-ups of throttled sends, run
+    through the runner by this store service itself, below the models."""
+    db.run_one(sql.WAKE, {"channel": settings.NOTIFY_CHANNEL, "queues": queues}, alias)
 
 
 _state = _Flusher()

@@ -15,8 +15,8 @@ from typing import Any
 from django.utils import timezone
 
 from ..conf import settings
-from ..delivery import DEDUP_WINDOW_SECONDS
 from ..sql import delivery as sql
+from ..sql.delivery import DEDUP_WINDOW_SECONDS
 from .base import MessageRef, SqlManager, refs_params
 
 
@@ -95,9 +95,10 @@ class DeliveryMethods(SqlManager):
         statements racing the drop left behind, then forget drops older than ``keep``
         seconds; returns how many messages and archive rows went. Without a dropped queue
         to remember it runs no statement on the message tables."""
-        from ..models import DroppedQueue
-
-        dropped = DroppedQueue.objects.using(self._db_alias())
+        # The model beside Message in the app's registry: models import managers, not the
+        # other way round.
+        dropped_queue = self.model._meta.apps.get_model("pgq_django", "DroppedQueue")
+        dropped = dropped_queue.objects.using(self._db_alias())
         ids = list(dropped.values_list("queue_id", flat=True))
         if not ids:
             return 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..conf import settings
-from ..delivery import DEDUP_WINDOW_SECONDS
 from ..sql import exchanges as sql
+from ..sql.delivery import DEDUP_WINDOW_SECONDS
 from .base import SqlManager
 
 

@@ -101,11 +101,6 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
             _BOUNDED_QUEUES[queue] = row.bounded
         return row.found_queue_id, row.msg_ids, bool(row.notified), row.queue_full
 
-    def wake(self, queues: Sequence[str]) -> int:
-        """Notify the listeners of ``queues`` (the trailing wake-ups of throttled sends)."""
-        row = self._one(sql.WAKE, {"channel": settings.NOTIFY_CHANNEL, "queues": list(queues)})
-        return int(row.woken)
-
     def lease(
         self, queue: str, *, qty: int, vt: float | None, filters: dict[str, Any] | None = None
     ) -> tuple[list[Any], Any]:

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models.functions import Now
 
 from .. import db
+from ..api import validation as v
+from ..conf import settings
+from ..exceptions import InvalidArgument, QueueNotFound, QueuePaused
 from ..sql.messages import LEASE_SELECTED
 
 
@@ -64,13 +67,6 @@ class MessageQuerySet(models.QuerySet):
         ``qty``/``vt`` or a sliced queryset. One UPDATE round trip (inside a transaction:
         the caller's, or one of its own).
         """
-        from django.db import transaction
-
-        from ..api import validation as v
-        from ..conf import settings
-        from ..exceptions import InvalidArgument, QueueNotFound, QueuePaused
-        from ..models import Queue
-
         if self._pgq_queue is None:
             raise InvalidArgument(
                 "lease() needs a queue: start from Message.objects.for_queue(name).",
@@ -82,8 +78,10 @@ class MessageQuerySet(models.QuerySet):
         qty = v.quantity(qty)
         vt = v.seconds(vt, "vt", allow_none=True)
         alias = self._db or settings.DATABASE  # type: ignore[attr-defined]
+        # The queue model is the one Message's foreign key names: models import managers.
+        queue_model: Any = self.model._meta.get_field("queue").related_model
         queue = (
-            Queue.objects.using(alias)
+            queue_model.objects.using(alias)
             .filter(name=name)
             .values("id", "paused", "fifo", "visibility_timeout")
             .first()

@@ -36,6 +36,7 @@ from ..exceptions import (
     QueueNotFound,
 )
 from ..sql import spark as statements
+from ..sql.delivery import DEDUP_WINDOW_SECONDS
 from . import queries
 from .options import WriteOptions
 
@@ -145,8 +146,6 @@ def _row_op(row: Any, opts: WriteOptions, position: int, max_size: int | None) -
         }
         return _Op("publish", params, (), position)
     if checked["dedup_id"] is not None:
-        from ..delivery import DEDUP_WINDOW_SECONDS
-
         params = {
             **checked,
             **common,

@@ -21,6 +21,15 @@ from .fragments import (
     next_msg_id,
 )
 
+# How long a dedup_id suppresses duplicates after the first send (SQS: five minutes).
+DEDUP_WINDOW_SECONDS = 300
+
+# How long a dropped queue's id is kept for sweeping rows that a send or archival racing the
+# drop committed after it (see pgq_django.models.DroppedQueue). Such a statement found the
+# queue before the drop committed, so only a transaction that stays open this long after
+# sending could leave a row that outlives it.
+DROPPED_QUEUE_MEMORY_SECONDS = 24 * 3600
+
 # -- send_deduplicated -- Send one message unless its dedup_id was used in the last window
 # (five minutes, SQS). The claim on (queue, dedup_id) is an upsert (see claim_dedup): the
 # message is inserted only when this send's freshly drawn msg_id won the claim; otherwise

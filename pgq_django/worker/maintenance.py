@@ -19,6 +19,8 @@ from typing import Any
 
 from django.db import close_old_connections
 
+from ..api import upkeep
+
 logger = logging.getLogger("pgq_django.worker")
 
 
@@ -34,9 +36,7 @@ class Duty:
 
 
 def rescue_expired_leases() -> int:
-    from ..delivery import dead_letter_expired_leases
-
-    return dead_letter_expired_leases()
+    return upkeep.dead_letter_expired_leases()
 
 
 def expire_messages() -> int:
@@ -46,9 +46,7 @@ def expire_messages() -> int:
 
 
 def enforce_retention() -> dict[str, int]:
-    from ..delivery import prune
-
-    return prune()
+    return upkeep.prune()
 
 
 def compact_counters() -> Any:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pgq_django as pgq
-from pgq_django import delivery
 from pgq_django.admin.dashboard import series
+from pgq_django.api import upkeep
 
 
 def _depth(*queues: Any) -> list[int]:
@@ -56,7 +56,7 @@ def test_leases_that_ran_out_on_the_last_attempt_are_counted_on_both_queues(make
     source = make_queue(max_retries=0, dead_letter_queue=dlq)
     pgq.send_batch(source, [1, 2])
     assert len(pgq.read(source, qty=2, vt=0)) == 2  # the consumer "crashed": no ack, no nack
-    assert delivery.dead_letter_expired_leases() >= 2
+    assert upkeep.dead_letter_expired_leases() >= 2
     assert pgq.metrics(dlq).queue_length == 2
     both = _depth(source, dlq)
     assert (both[0], both[-1]) == (0, 2)

@@ -6,8 +6,9 @@ import pytest
 from django.db import connection
 
 import pgq_django as pgq
-from pgq_django import delivery
+from pgq_django.api import upkeep
 from pgq_django.models import ArchivedMessage, Message
+from pgq_django.sql.delivery import DEDUP_WINDOW_SECONDS
 
 
 def _age_dedup_claims(seconds: int) -> None:
@@ -36,7 +37,7 @@ def test_a_dedup_id_still_suppresses_after_the_first_message_was_acked(queue):
 
 def test_a_dedup_id_can_be_reused_after_its_five_minute_window(queue):
     first = pgq.send(queue, {"n": 1}, dedup_id="x")
-    _age_dedup_claims(delivery.DEDUP_WINDOW_SECONDS + 1)
+    _age_dedup_claims(DEDUP_WINDOW_SECONDS + 1)
     second = pgq.send(queue, {"n": 2}, dedup_id="x")
     assert second != first
     assert Message.objects.filter(queue=queue).count() == 2
@@ -57,9 +58,9 @@ def test_dedup_send_rejects_batches_and_unknown_queues(queue):
 
 def test_prune_forgets_expired_dedup_claims_only(queue):
     pgq.send(queue, 1, dedup_id="old")
-    _age_dedup_claims(delivery.DEDUP_WINDOW_SECONDS + 1)
+    _age_dedup_claims(DEDUP_WINDOW_SECONDS + 1)
     pgq.send(queue, 2, dedup_id="new")
-    assert delivery.prune()["dedup_pruned"] == 1
+    assert upkeep.prune()["dedup_pruned"] == 1
     with connection.cursor() as cur:
         cur.execute("SELECT dedup_id FROM pgq_dedup WHERE queue_id = %s", [queue.pk])
         assert cur.fetchall() == [("new",)]
@@ -200,7 +201,7 @@ def test_a_lease_that_expires_after_the_last_attempt_is_dead_lettered(make_queue
     for _ in range(2):  # two deliveries whose consumers "crashed" (lease left to expire)
         (m,) = pgq.read(q, vt=0)
         assert m.msg_id == msg_id
-    assert delivery.dead_letter_expired_leases() == 1
+    assert upkeep.dead_letter_expired_leases() == 1
     (dead,) = pgq.read(dlq)
     assert dead.msg_id == msg_id
     assert dead.headers["pgq_dead_letter"]["attempts"] == 2
@@ -274,7 +275,7 @@ def test_rescue_archives_as_dead_without_a_dlq_and_spares_live_leases(make_queue
     pgq.read(q, vt=60)  # still held by a live consumer
     expired = pgq.send(q, 2)
     pgq.read(q, vt=0)  # its consumer "crashed": the lease ran out at once
-    assert delivery.dead_letter_expired_leases() == 1
+    assert upkeep.dead_letter_expired_leases() == 1
     assert ArchivedMessage.objects.get(msg_id=expired).outcome == "dead"
     assert pgq.read_by_id(q, held) is not None
 

@@ -247,7 +247,7 @@ def test_postgresql_refuses_a_concurrent_detach_beside_the_default_partition(db)
 
 
 def test_with_export_required_retention_deletes_no_unexported_archive_row(make_queue):
-    from pgq_django.delivery import prune
+    from pgq_django.api.upkeep import prune
 
     queue = make_queue(retention=60)
     ids = pgq.send_batch(queue, ["a", "b"])

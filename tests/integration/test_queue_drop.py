@@ -17,8 +17,9 @@ from django.db import connection, connections, transaction
 from django.utils import timezone
 
 import pgq_django as pgq
-from pgq_django.delivery import DROPPED_QUEUE_MEMORY_SECONDS, prune
+from pgq_django.api.upkeep import prune
 from pgq_django.models import ArchivedMessage, DroppedQueue, Message, QueueCounter
+from pgq_django.sql.delivery import DROPPED_QUEUE_MEMORY_SECONDS
 
 
 def rows_of(queue_id: int) -> tuple[int, int]:

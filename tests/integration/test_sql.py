@@ -30,9 +30,16 @@ SQL_DIR = PACKAGE / "sql"
 # - worker/leader.py: the advisory lock lives on the leader's own psycopg connection;
 # - server_functions.py: making the hot statements' functions at migrate (on a connection
 #   of its own) and finding them for the runner, which calls it;
-# - tallies.py: the counter flusher, a store service below the models (it writes its sums
-#   through the runner rather than climbing back up into Message.objects).
-OTHER_RUNNERS = {"partitions.py", "worker/leader.py", "server_functions.py", "tallies.py"}
+# - tallies.py and wakeups.py: the counter flusher and the trailing wake-ups, store services
+#   below the models (they run their statement through the runner rather than climbing back
+#   up into Message.objects).
+OTHER_RUNNERS = {
+    "partitions.py",
+    "worker/leader.py",
+    "server_functions.py",
+    "tallies.py",
+    "wakeups.py",
+}
 # The Spark pipeline: executors without Django, on psycopg connections of their own.
 SPARK = "spark/"
 
