@@ -1,8 +1,9 @@
 """Shared plumbing for the benchmarks: database, timing, interleaved rounds, tables, results.
 
 Every bench module measures its contenders side by side in one run on one database, because
-this machine is noisy (±20 % run to run): a ratio taken inside one run is meaningful where
-two absolute numbers from different runs are not. The helpers here make that the easy path:
+a shared machine is noisy from run to run (docs/performance.md): a ratio taken inside one
+run is meaningful where two absolute numbers from different runs are not. The helpers here
+make that the easy path:
 
 - :func:`setup` configures Django once, on the database the benchmarks own (``pgq_bench`` on
   the embedded PostgreSQL in ``.pgdata/bench``, or the database ``DATABASE_URL`` names, or,

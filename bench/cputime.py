@@ -1,7 +1,7 @@
 """CPU seconds a contender spends, in every process it keeps busy (Linux ``/proc``).
 
 On a machine shared with other work, wall-clock ratios swing with the load (two runs of
-bench/sqs.py minutes apart gave 3.4x and 6.0x): time spent waiting for a CPU lands on
+bench/sqs.py minutes apart can differ by half): time spent waiting for a CPU lands on
 whichever contender was running. CPU time is what each contender itself consumed — in this
 process, in a server process, in the PostgreSQL backends serving them — so its ratios hold
 still under load, and they say where the cost is. Where ``/proc`` is missing, only this

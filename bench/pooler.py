@@ -105,8 +105,8 @@ class Case:
         return self.quick if quick else self.full
 
 
-# Single-message cases run 3,000 and 2,000 calls a round (about a second per contender): with
-# 1,000 (a third of a second) a 5-round median moved by ±0.05 from run to run.
+# Single-message cases run 3,000 and 2,000 calls a round (about a second per contender):
+# with 1,000 (a third of a second) a 5-round median moved visibly from run to run.
 CASES = (
     Case("send", "send (1 per call)", "send", 1, 3000, 50),
     Case("send_batch", "send_batch (100 per call)", "send_batch", 100, 10_000, 200),

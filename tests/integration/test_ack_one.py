@@ -1,6 +1,6 @@
 """An ack of one message that commits on its own runs ACK_ONE, one DELETE that answers only
 when it deleted, and the DELETE_ONE shapes only when it did not, to learn why
-(docs/performance.md, issue 13). These pin down that it deletes what they delete, refuses
+(docs/performance.md). These pin down that it deletes what they delete, refuses
 what they refuse, and leaves the archiving queues and the caller's transactions to them.
 The per-test transaction of ``db`` would route every ack to DELETE_ONE, so these tests
 commit (``transaction=True``).

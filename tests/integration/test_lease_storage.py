@@ -3,8 +3,8 @@
 A lease changes only ``vt`` and ``read_ct``, which no index covers, so it can be a HOT
 update (the new row version on the same page, no index entry written) when the page has
 room. A ``read(qty=100)`` rewrites every row of a page at once; with too little room most of
-those versions move to other pages and insert into every index, which made a 100-message
-read and ack cost a third more on the server than PGMQ's (docs/performance.md).
+those versions move to other pages and insert into every index, which made a wide read
+and its ack cost the server more than PGMQ's (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A send without options that commits on its own runs SEND_ONE, one INSERT whose option
 values are constants in its text instead of parameters, and SEND_PLAIN only when that
-INSERT could not send, to learn why (docs/performance.md, issue 13). These pin down that it
+INSERT could not send, to learn why (docs/performance.md). These pin down that it
 stores what a send with the options spelled out stores, refuses what that send refuses, and
 wakes and commits as SEND_PLAIN did. The per-test transaction of ``db`` would route every
 send to SEND, so these tests commit (``transaction=True``).
