@@ -7,6 +7,11 @@ project with uvicorn (``runserver`` without it) on 127.0.0.1:$PORT (8000 by defa
 ``pgq_worker`` command exists, a worker process beside it. Ctrl-C or SIGTERM stops the
 children, and the embedded server stops when this script exits.
 
+The addresses and the login are printed last, once the site answers and the worker has
+logged its start-up lines (its output is relayed line by line), so they are not buried
+under them. The worker's "card declined" failures that follow are on purpose: see
+:data:`DEAD_LETTER_NOTE`.
+
 ``--check`` (or ``DEMO_CHECK=1``) does everything up to serving, fetches the admin login
 page once over HTTP to prove the site answers, stops, and exits 0; the test suite runs it.
 """
@@ -14,10 +19,12 @@ page once over HTTP to prove the site answers, stops, and exits 0; the test suit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -31,6 +38,16 @@ DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"
 STARTUP_TIMEOUT = 60.0
 STOP_TIMEOUT = 15.0
+# The worker's start-up is over once its output pauses this long after "worker_started"
+# (the leader's election and first upkeep follow it by milliseconds), or at the latest
+# SETTLE_LIMIT seconds after it: messages it handles may keep it talking.
+SETTLE_PAUSE = 0.5
+SETTLE_LIMIT = 5.0
+DEAD_LETTER_NOTE = (
+    'the worker\'s "card declined" failures are the dead-letter demo: every payment fails '
+    "(example_project/demo_app/pgq_handlers.py), is retried with backoff and then moves to "
+    "the payments-dlq queue, where the admin can redrive it"
+)
 
 
 class Stop(Exception):
@@ -104,13 +121,64 @@ def has_route(path: str) -> bool:
     return True
 
 
-def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+def start(
+    args: list[str], env: dict[str, str], *, stderr: int | None = None
+) -> subprocess.Popen[bytes]:
     # Each child gets its own session, so a Ctrl-C in the terminal reaches only this script,
     # which then stops every child once with SIGTERM: a worker that also got the terminal's
     # SIGINT would take the SIGTERM as a second signal and force its stop.
     return subprocess.Popen(
-        [sys.executable, str(MANAGE), *args], cwd=ROOT, env=env, start_new_session=True
+        [sys.executable, str(MANAGE), *args],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stderr=stderr,
     )
+
+
+class WorkerOutput:
+    """Relays a worker's stderr to ours line by line and notices its start-up.
+
+    The relay runs for the worker's whole life (a pipe nobody reads would block the worker
+    once full); it tells :meth:`wait_started` when the worker logged ``event=worker_started``
+    and when it last said anything. Holding :attr:`held` keeps the worker's lines back (in
+    the pipe) while the demo prints a block of its own.
+    """
+
+    def __init__(self, worker: subprocess.Popen[bytes]) -> None:
+        self.worker = worker
+        self.started = threading.Event()
+        self.held = threading.Lock()
+        self.last_line = time.monotonic()
+        self._thread = threading.Thread(target=self._relay, name="demo-worker-output", daemon=True)
+        self._thread.start()
+
+    def _relay(self) -> None:
+        assert self.worker.stderr is not None
+        for line in self.worker.stderr:
+            with self.held:
+                sys.stderr.buffer.write(line)
+                sys.stderr.flush()
+            self.last_line = time.monotonic()
+            if b"event=worker_started" in line:
+                self.started.set()
+
+    def wait_started(self) -> None:
+        """Return once the worker has started and its start-up lines are out.
+
+        Raises if the worker exits first; gives up waiting (and says so) after
+        ``STARTUP_TIMEOUT`` seconds, so the addresses are printed whatever the worker logs.
+        """
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while not self.started.wait(0.1):
+            if self.worker.poll() is not None:
+                raise RuntimeError(f"the worker exited with code {self.worker.returncode}")
+            if time.monotonic() > deadline:
+                say("the worker has not reported its start yet")
+                return
+        settled_by = time.monotonic() + SETTLE_LIMIT
+        while time.monotonic() < settled_by and time.monotonic() - self.last_line < SETTLE_PAUSE:
+            time.sleep(0.05)
 
 
 def start_server(port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -171,6 +239,26 @@ def stop_all(children: list[subprocess.Popen[bytes]]) -> None:
             child.wait()
 
 
+def print_addresses(base: str, *, dead_letters: bool) -> None:
+    """The block a user looks for: where the site is, how to log in, what the noise is."""
+    say("ready:")
+    say(f"admin:   {base}/admin/   login: {DEMO_USER} / {DEMO_PASSWORD}")
+    if has_route("/admin/pgq_django/queue/dashboard/"):
+        say(f"dashboard: {base}/admin/pgq_django/queue/dashboard/")
+    if has_route("/v1/docs"):
+        say(f"swagger: {base}/v1/docs")
+    if has_route("/metrics"):
+        say(f"metrics: {base}/metrics")
+    if has_route("/sqs/"):
+        python = os.path.relpath(sys.executable, ROOT)
+        say(
+            f"sqs:     {base}/sqs/   (boto3 endpoint_url; keys: {python} "
+            f"example_project/manage.py pgq_credentials create {DEMO_USER})"
+        )
+    if dead_letters:
+        say(DEAD_LETTER_NOTE)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -196,24 +284,20 @@ def main(argv: list[str] | None = None) -> int:
         base = f"http://127.0.0.1:{port}"
         server = start_server(port, env)
         children.append(server)
+        worker_output = None
         if has_command("pgq_worker"):
-            children.append(start(["pgq_worker"], env))
-            say("started a worker (manage.py pgq_worker)")
+            say("starting a worker (manage.py pgq_worker)")
+            worker = start(["pgq_worker"], env, stderr=subprocess.PIPE)
+            children.append(worker)
+            worker_output = WorkerOutput(worker)
         else:
             say("no pgq_worker command yet: messages wait in their queues")
 
         status, body = wait_until_serving(f"{base}/admin/login/", server)
-        say(f"admin:   {base}/admin/   login: {DEMO_USER} / {DEMO_PASSWORD}")
-        if has_route("/v1/docs"):
-            say(f"swagger: {base}/v1/docs")
-        if has_route("/metrics"):
-            say(f"metrics: {base}/metrics")
-        if has_route("/sqs/"):
-            python = os.path.relpath(sys.executable, ROOT)
-            say(
-                f"sqs:     {base}/sqs/   (boto3 endpoint_url; keys: {python} "
-                f"example_project/manage.py pgq_credentials create {DEMO_USER})"
-            )
+        if worker_output is not None:
+            worker_output.wait_started()
+        with worker_output.held if worker_output is not None else contextlib.nullcontext():
+            print_addresses(base, dead_letters=worker_output is not None)
         if options.check:
             if status != 200 or "csrfmiddlewaretoken" not in body:
                 say(f"check failed: /admin/login/ answered HTTP {status}")

@@ -78,16 +78,31 @@ def test_demo_check_migrates_seeds_and_serves_the_admin_login(fresh_database: st
         [sys.executable, str(ROOT / "example_project" / "demo.py"), "--check"],
         cwd=ROOT,
         env=env,
-        capture_output=True,
+        # One pipe for both streams keeps the order in which the demo and its worker wrote.
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         timeout=120,
     )
-    output = done.stdout + done.stderr
+    output = done.stdout
     assert done.returncode == 0, output
     assert "check passed: the admin login page is served" in output
     assert f"http://127.0.0.1:{port}/admin/   login: demo / demo" in output
+    assert f"dashboard: http://127.0.0.1:{port}/admin/pgq_django/queue/dashboard/" in output
     assert f"sqs:     http://127.0.0.1:{port}/sqs/" in output
     assert "pgq_credentials create demo" in output
+    # The addresses come last: after the worker's start-up lines, not buried under them,
+    # and followed by what the worker's "card declined" failures are.
+    lines = output.splitlines()
+
+    def first(text: str) -> int:
+        return next(i for i, line in enumerate(lines) if text in line)
+
+    assert first("event=worker_started") < first("[demo] ready:") < first("login: demo / demo")
+    assert first("login: demo / demo") < first('"card declined" failures are the dead-letter demo')
+    assert first("dead-letter demo") < first("check passed")
+    block = lines[first("[demo] ready:") : first("dead-letter demo") + 1]
+    assert all(line.startswith("[demo] ") for line in block), block
     # demo.py itself fetched /admin/login/ over HTTP and required a 200 with a login form
     # before printing "check passed" (runserver's own access-log line may not be flushed
     # before the demo stops it, so it is not a reliable witness).
