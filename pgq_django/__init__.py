@@ -109,6 +109,7 @@ _EXPORTS: dict[str, str] = {
     "SubscriptionNotFound": "exceptions",
     "SubscriptionAlreadyExists": "exceptions",
     "ConnectionLost": "exceptions",
+    "NotMigrated": "exceptions",
     # type aliases for code that wraps the API
     "QueueRef": "types",
     "ExchangeRef": "types",
@@ -299,6 +300,7 @@ if TYPE_CHECKING:
     from .exceptions import InvalidName as InvalidName
     from .exceptions import MessageNotFound as MessageNotFound
     from .exceptions import MessageTooLarge as MessageTooLarge
+    from .exceptions import NotMigrated as NotMigrated
     from .exceptions import PermissionDenied as PermissionDenied
     from .exceptions import PgqError as PgqError
     from .exceptions import QueueAlreadyExists as QueueAlreadyExists

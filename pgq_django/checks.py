@@ -9,6 +9,13 @@ from django.core import checks
 from django.db import connections
 
 from .conf import DEFAULTS, REMOVED_SETTINGS, removed_message, settings
+from .readiness import (
+    not_migrated_message,
+    unapplied_migrations,
+    unknown_queue_message,
+    unknown_queues,
+)
+from .worker.registry import autodiscover, registered
 
 
 @checks.register(checks.Tags.database, deploy=False)
@@ -85,3 +92,45 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 checks.Error(f"settings.PGQ['{name}'] must be True or False.", id="pgq_django.E008")
             )
     return errors
+
+
+@checks.register(checks.Tags.database)
+def check_database(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Unapplied migrations (W001) and handlers of queues that do not exist (W002).
+
+    Runs when the checks run without naming databases (``manage.py check``, ``runserver``,
+    ``pgq_worker``): ``migrate`` names the database it is about to migrate, and the test
+    runner names databases it has just migrated, so neither needs telling. Checks may run
+    where no database is reachable (a build step, unit tests): then this check says
+    nothing, whatever stopped it, rather than failing a command that needs no database.
+    """
+    alias = settings.DATABASE
+    if databases is not None or alias not in django_settings.DATABASES:
+        return []
+    try:
+        unapplied = unapplied_migrations(alias)
+    except Exception:
+        return []
+    if unapplied:
+        return [
+            checks.Warning(
+                not_migrated_message(alias, unapplied),
+                hint="Every queue operation fails until the migrations are applied.",
+                id="pgq_django.W001",
+            )
+        ]
+    try:
+        autodiscover()
+        missing = unknown_queues(registered())
+    except Exception:
+        return []
+    return [
+        checks.Warning(
+            unknown_queue_message(name, close),
+            hint="Create the queue, or correct the name given to @pgq.handler.",
+            id="pgq_django.W002",
+        )
+        for name, close in missing.items()
+    ]

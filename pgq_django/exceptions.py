@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import OperationalError
+from django.db import OperationalError, ProgrammingError
 
 
 class PgqError(Exception):
@@ -178,6 +178,22 @@ class ConnectionLost(PgqError, OperationalError):
     default_message = "The connection to the database was lost; the outcome is unknown."
 
 
+class NotMigrated(PgqError, ProgrammingError):
+    """pgq_django's tables are not in the database: ``manage.py migrate`` has not run there.
+
+    Raised instead of PostgreSQL's bare ``relation "pgq_…" does not exist``, which names a
+    table but not the command that creates it. It is also a Django ``ProgrammingError``
+    (what the statement raised), so code that already catches database errors keeps
+    catching it. A server-side fault, not bad input: 503 over REST, ``InternalError`` over
+    SQS.
+    """
+
+    code = "not_migrated"
+    status_code = 503
+    sqs_code = "InternalError"
+    default_message = "pgq_django's tables are missing: run `python manage.py migrate`."
+
+
 __all__ = [
     "ConnectionLost",
     "ExchangeAlreadyExists",
@@ -188,6 +204,7 @@ __all__ = [
     "InvalidName",
     "MessageNotFound",
     "MessageTooLarge",
+    "NotMigrated",
     "PermissionDenied",
     "PgqError",
     "QueueAlreadyExists",

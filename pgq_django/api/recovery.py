@@ -35,10 +35,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, ProgrammingError
 
 from ..db import django_connection
-from ..exceptions import ConnectionLost
+from ..exceptions import ConnectionLost, NotMigrated
 
 logger = logging.getLogger("pgq_django")
 
@@ -164,6 +164,11 @@ def _call_recovering(
     _drop_if_dead(db)
     try:
         return func(*args, **kwargs)
+    except ProgrammingError as exc:
+        missing = not_migrated(exc, db.alias)
+        if missing is None:
+            raise
+        raise missing from None
     except (OperationalError, InterfaceError) as exc:
         if db.in_atomic_block or not _lost(db):
             raise
@@ -178,6 +183,34 @@ def _call_recovering(
             ) from exc
         logger.warning("event=connection_lost_retry operation=%s error=%r", func.__name__, exc)
         return func(*args, **kwargs)
+
+
+# PostgreSQL's "does not exist" errors that a database without pgq_django's migrations gives.
+_UNDEFINED = frozenset({"42P01", "42703", "42883"})  # a table, a column, a function
+
+
+def not_migrated(exc: BaseException, alias: str) -> NotMigrated | None:
+    """The "run migrate" error for ``exc`` if it says one of pgq_django's objects is missing.
+
+    PostgreSQL names the missing table (``relation "pgq_queue" does not exist``) but not the
+    command that creates it; a new project that skipped ``migrate`` meets this first. Only
+    "does not exist" errors that name a ``pgq_`` object qualify, so a mistake in a project's
+    own SQL keeps its own error.
+    """
+    if isinstance(exc, NotMigrated):
+        return None
+    cause = exc.__cause__
+    if getattr(cause, "sqlstate", None) not in _UNDEFINED:
+        return None
+    diag = getattr(cause, "diag", None)
+    primary = getattr(diag, "message_primary", None) or str(cause).splitlines()[0]
+    if "pgq_" not in primary:
+        return None
+    return NotMigrated(
+        f"Database {alias!r} does not have pgq_django's tables ({primary}): run "
+        "`python manage.py migrate`.",
+        database=alias,
+    )
 
 
 def has_dedup_id(*args: Any, **kwargs: Any) -> bool:

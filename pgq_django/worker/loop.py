@@ -26,13 +26,14 @@ from ..api.messages import read
 from ..api.stats import metrics
 from ..conf import settings
 from ..exceptions import QueueNotFound, QueuePaused
+from ..readiness import unknown_queue_message, unknown_queues
 from . import maintenance
 from .batch import run_batch
 from .executor import Outcome, execute
 from .leader import Leader
 from .leases import LeaseExtender
 from .notifier import Notifier, Wakeup
-from .registry import Handler, batched, resolve
+from .registry import Handler, batched, registered, resolve
 
 logger = logging.getLogger("pgq_django.worker")
 
@@ -133,6 +134,7 @@ class Worker:
             self.min_workers,
             self.max_workers,
         )
+        self._warn_of_unknown_queues()
         self.leases.start()
         if self.listen:
             self.notifier = Notifier(self.handlers, self.wakeup)
@@ -142,6 +144,21 @@ class Worker:
             self.leader.start()
         for _ in range(self.min_workers):
             self._add_slot()
+
+    def _warn_of_unknown_queues(self) -> None:
+        """A ``@pgq.handler`` for a queue nobody created waits forever in silence: say so.
+
+        Only decorated handlers are asked about: a callback belongs to a queue that exists,
+        and a task queue is created by its first ``enqueue``.
+        """
+        decorated = [name for name in self.handlers if name in registered()]
+        for name, close in unknown_queues(decorated).items():
+            logger.warning(
+                "event=handler_queue_missing queue=%s close_names=%s hint=%r",
+                name,
+                ",".join(close) or "-",
+                unknown_queue_message(name, close),
+            )
 
     @property
     def processed(self) -> int:

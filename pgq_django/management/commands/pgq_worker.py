@@ -14,6 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from pgq_django.conf import settings
+from pgq_django.readiness import not_migrated_message, unapplied_migrations
 
 
 def _whole_number(value: str, minimum: int) -> int:
@@ -144,12 +145,31 @@ class Command(BaseCommand):
             help="Import this module to register handlers (besides each app's pgq_handlers).",
         )
 
+    def check(self, *args: Any, **kwargs: Any) -> None:
+        """Missing migrations first, as one line, before the system checks' report of them."""
+        self._require_migrated()
+        super().check(*args, **kwargs)
+
+    def _require_migrated(self) -> None:
+        """Stop with "run migrate" when the database lacks pgq_django's migrations.
+
+        Without them the first query fails deep inside the worker with PostgreSQL's
+        ``relation "pgq_queue" does not exist`` and a long traceback.
+        """
+        if getattr(self, "_migrated", False):
+            return
+        unapplied = unapplied_migrations(settings.DATABASE)
+        if unapplied:
+            raise CommandError(not_migrated_message(settings.DATABASE, unapplied))
+        self._migrated = True
+
     def handle(self, *args: Any, **options: Any) -> None:
         from pgq_django.exceptions import PgqError
         from pgq_django.worker.loop import Worker
         from pgq_django.worker.registry import autodiscover
 
         self._configure_logging(options["verbosity"])
+        self._require_migrated()
         if options["concurrency"] and (options["min_workers"] or options["max_workers"]):
             raise CommandError("Use --concurrency or --min-workers/--max-workers, not both.")
         concurrency = options["concurrency"] or settings.WORKER_CONCURRENCY
