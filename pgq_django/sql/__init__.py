@@ -25,6 +25,9 @@ which have no Django, run :mod:`.spark`'s statements and reuse the managers' one
 connections of their own. Values always travel as parameters.
 
 Nothing here imports Django, so the same texts can run where Django is not set up.
+
+:mod:`.catalogue` renders every statement's complete text, with the code that runs it, into
+``docs/reference/sql.md`` (a unit test fails when that page is stale).
 """
 
 from __future__ import annotations

@@ -10,9 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections import defaultdict
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +18,9 @@ from django.db import connection
 
 import pgq_django as pgq
 from pgq_django import sql
-from pgq_django.sql import messages
+from pgq_django.sql import catalogue, messages
 
-PACKAGE = Path(sql.__file__).resolve().parent.parent
-SQL_DIR = PACKAGE / "sql"
+SQL_DIR = catalogue.SQL_DIR
 
 # Where a statement may run besides a manager method, and why:
 # - partitions.py: partition upkeep (DDL), run through pgq_django.db like the rest;
@@ -44,87 +41,10 @@ OTHER_RUNNERS = {
 SPARK = "spark/"
 
 
-def _package_sources() -> Iterator[tuple[str, ast.Module]]:
-    """(path relative to the package, parsed module) for every module outside sql/."""
-    for path in sorted(PACKAGE.rglob("*.py")):
-        relative = path.relative_to(PACKAGE).as_posix()
-        if relative.startswith(("sql/", "migrations/")):
-            continue
-        yield relative, ast.parse(path.read_text(encoding="utf-8"))
-
-
-def _sql_module(node: ast.ImportFrom) -> str | None:
-    """ "messages" for ``from ..sql.messages import …``; "" for ``from ..sql import …``."""
-    module = node.module or ""
-    if node.level == 0:
-        if not module.startswith("pgq_django.sql"):
-            return None
-        module = module.removeprefix("pgq_django.")
-    if module == "sql":
-        return ""
-    if module.startswith("sql."):
-        return module.removeprefix("sql.")
-    return None
-
-
-class _References(ast.NodeVisitor):
-    """Which function (by qualified name) mentions which statement, in one module."""
-
-    def __init__(self, names: dict[str, set[str]]) -> None:
-        self.names = names  # statement module -> statement names
-        self.modules: dict[str, str] = {}  # local alias -> statement module
-        self.direct: dict[str, tuple[str, str]] = {}  # local name -> (module, NAME)
-        self.scope: list[str] = []
-        self.found: dict[tuple[str, str], set[str]] = defaultdict(set)
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        module = _sql_module(node)
-        if module is None:
-            return
-        for alias in node.names:
-            local = alias.asname or alias.name
-            if module == "" and alias.name in self.names:
-                self.modules[local] = alias.name
-            elif alias.name in self.names.get(module, ()):
-                self.direct[local] = (module, alias.name)
-
-    def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
-        self.scope.append(node.name)
-        self.generic_visit(node)
-        self.scope.pop()
-
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        if isinstance(node.value, ast.Name) and node.value.id in self.modules:
-            module = self.modules[node.value.id]
-            if node.attr in self.names[module]:
-                self.found[(module, node.attr)].add(".".join(self.scope) or "<module>")
-        self.generic_visit(node)
-
-    def visit_Name(self, node: ast.Name) -> None:
-        if node.id in self.direct and isinstance(node.ctx, ast.Load):
-            self.found[self.direct[node.id]].add(".".join(self.scope) or "<module>")
-
-
-def _statement_users() -> dict[tuple[str, str], set[tuple[str, str]]]:
-    """(statement module, NAME) -> {(file, function qualname)} that mention it."""
-    names: dict[str, set[str]] = defaultdict(set)
-    for module, name, _statement in sql.statements():
-        names[module].add(name)
-    users: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
-    for relative, tree in _package_sources():
-        visitor = _References(names)
-        visitor.visit(tree)
-        for key, functions in visitor.found.items():
-            users[key] |= {(relative, f) for f in functions}
-    return users
-
-
 def test_every_statement_is_run_by_exactly_one_manager_method() -> None:
     """Spark's executors have no Django: they may run any statement on their own
     connections, besides the one manager method; sql.spark's are theirs alone."""
-    users = _statement_users()
+    users = catalogue.statement_users()
     problems = []
     for module, name, _statement in sql.statements():
         found = users.get((module, name), set())
@@ -220,7 +140,7 @@ _SQL_TEXT = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+INTO|DELETE\s+FROM|UPDATE\
 def test_no_sql_text_outside_the_sql_package() -> None:
     offenders = [
         relative
-        for relative, tree in _package_sources()
+        for relative, tree in catalogue.package_sources()
         if relative not in SQL_TEXT_ALLOWED
         and any(_SQL_TEXT.search(text) for text in _code_strings(tree))
     ]
