@@ -26,7 +26,7 @@ from .params import Call
 from .queues import get_queue
 
 MAX_VISIBILITY_TIMEOUT = 12 * 3600
-_RECEIPT_RE = re.compile(r"([1-9]\d{0,18}):([1-9]\d{0,9})")
+_RECEIPT_RE = re.compile(r"([1-9][0-9]{0,18}):([1-9][0-9]{0,9})")
 
 
 def _receipt(handle: Any) -> pgq.Receipt:

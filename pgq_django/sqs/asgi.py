@@ -209,7 +209,7 @@ async def _read_body(
     ``DATA_UPLOAD_MAX_MEMORY_SIZE``, as Django's ``request.body`` refuses it."""
     limit = django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     declared = headers.get("content-length", "")
-    if limit is not None and declared.isdigit() and int(declared) > limit:
+    if limit is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise protocol.too_big()
     chunks: list[bytes] = []
     size = 0

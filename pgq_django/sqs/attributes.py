@@ -65,7 +65,7 @@ COUNTS = frozenset(
 READ_ONLY = COUNTS | {"CreatedTimestamp", "LastModifiedTimestamp", "QueueArn"}
 READABLE = SETTABLE | CREATE_ONLY | READ_ONLY
 
-_WHOLE_NUMBER = re.compile(r"\d{1,10}")
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,10}")  # ASCII digits only, as SQS reads them
 
 
 def _bad_value(name: str, value: str, reason: str) -> SqsError:
@@ -86,7 +86,7 @@ def _redrive(call: Call, value: str, *, fifo: bool) -> dict[str, Any]:
         return {"dead_letter_queue": None, "max_retries": UNLIMITED_RECEIVES}
     try:
         policy = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
         policy = None
     if not isinstance(policy, dict) or not {"deadLetterTargetArn", "maxReceiveCount"} <= set(
         policy

@@ -26,6 +26,9 @@ from .errors import SqsError, invalid
 MAX_ATTRIBUTES = 10
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _TYPE_RE = re.compile(r"(String|Number|Binary)(\.[^\s]{1,248})?")
+# A Number's text: ASCII digits, an optional sign, point and exponent (Decimal alone would
+# also take other scripts' digits, spaces and underscores).
+_NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 # Characters SQS allows in bodies and attribute values (XML 1.0's character range).
 _FORBIDDEN_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 SYSTEM_ATTRIBUTES_FOR_SENDS = ("AWSTraceHeader",)
@@ -79,7 +82,7 @@ def _attribute(name: str, value: Any, *, system: bool) -> dict[str, str]:
     check_text(text, f"message attribute '{name}'")
     if base == "Number":
         try:
-            number = Decimal(text)
+            number = Decimal(text) if _NUMBER_RE.fullmatch(text) else None
         except InvalidOperation:
             number = None
         if number is None or not number.is_finite() or abs(number.adjusted()) > 126:

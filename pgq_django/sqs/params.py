@@ -20,7 +20,20 @@ from .auth import Caller
 from .errors import NON_EXISTENT_QUEUE, SqsError, invalid, missing
 
 _QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
-_ARN_RE = re.compile(r"arn:aws[a-z-]*:sqs:[a-z0-9-]*:(?P<account>\d{1,32}):(?P<name>[^:/]+)")
+_ARN_RE = re.compile(r"arn:aws[a-z-]*:sqs:[a-z0-9-]*:(?P<account>[0-9]{1,32}):(?P<name>[^:/]+)")
+# Characters SQS accepts in any parameter (XML 1.0's range): a NUL, for one, could reach no
+# queue name and no stored value (PostgreSQL's text and jsonb refuse it).
+_FORBIDDEN_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _check_characters(name: str, value: str) -> str:
+    bad = _FORBIDDEN_CHARS.search(value)
+    if bad is not None:
+        raise invalid(
+            f"Value for parameter {name} is invalid. Reason: U+{ord(bad.group()):04X} is not "
+            "an allowed character."
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -69,7 +82,7 @@ class Call:
                 f"Value for parameter {name} is invalid. Reason: it must be a string of at "
                 f"most {max_length} characters."
             )
-        return value
+        return _check_characters(name, value)
 
     def integer(self, name: str, low: int, high: int, *, required: bool = False) -> Any:
         value = self.params.get(name)
@@ -94,6 +107,8 @@ class Call:
             or not all(isinstance(v, str) and len(v) <= 1024 for v in value)
         ):
             raise invalid(f"Value for parameter {name} is invalid. Reason: a list of strings.")
+        for item in value:
+            _check_characters(name, item)
         return value
 
     def string_map(self, name: str, *, required: bool = False) -> dict[str, str]:
@@ -108,6 +123,9 @@ class Call:
             raise invalid(
                 f"Value for parameter {name} is invalid. Reason: a map of strings to strings."
             )
+        for key, item in value.items():
+            _check_characters(name, key)
+            _check_characters(name, item)
         return value
 
     def entries(self, name: str = "Entries") -> list[dict[str, Any]]:
@@ -124,9 +142,12 @@ class Call:
 
 
 def queue_name_from_url(url: str, account: str) -> str:
-    parts = urlsplit(url)
-    segments = [s for s in parts.path.split("/") if s]
-    if parts.scheme not in ("http", "https") or len(segments) < 2:
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL at all (an unclosed IPv6 bracket, a bad port)
+        parts = None
+    segments = [s for s in parts.path.split("/") if s] if parts is not None else []
+    if parts is None or parts.scheme not in ("http", "https") or len(segments) < 2:
         raise SqsError("InvalidAddress", f"The address {url} is not valid for this endpoint.")
     owner, name = segments[-2], segments[-1]
     if owner != account or not _QUEUE_NAME_RE.fullmatch(name):

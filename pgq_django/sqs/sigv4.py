@@ -29,7 +29,7 @@ AMZ_DATE_FORMAT = "%Y%m%dT%H%M%SZ"
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 _CREDENTIAL_RE = re.compile(
-    r"(?P<key_id>[A-Za-z0-9]{1,128})/(?P<date>\d{8})/(?P<region>[a-z0-9-]{1,64})/"
+    r"(?P<key_id>[A-Za-z0-9]{1,128})/(?P<date>[0-9]{8})/(?P<region>[a-z0-9-]{1,64})/"
     r"(?P<service>[a-z0-9-]{1,64})/(?P<terminator>[a-z0-9_]{1,32})"
 )
 _SIGNATURE_RE = re.compile(r"[0-9a-f]{64}")
@@ -38,7 +38,7 @@ _HEADER_NAME_RE = re.compile(r"[a-z0-9!#$%&'*+.^_`|~-]+")
 # The header exactly as SDKs write it, read with one expression; anything else (other
 # spacing or order, or a mistake to report) goes through the general reading.
 _USUAL_AUTHORIZATION_RE = re.compile(
-    r"AWS4-HMAC-SHA256 Credential=([A-Za-z0-9]{1,128})/(\d{8})/([a-z0-9-]{1,64})/"
+    r"AWS4-HMAC-SHA256 Credential=([A-Za-z0-9]{1,128})/([0-9]{8})/([a-z0-9-]{1,64})/"
     r"([a-z0-9-]{1,64})/aws4_request, ?SignedHeaders=((?:[a-z0-9!#$%&'*+.^_`|~-]+;)*"
     r"[a-z0-9!#$%&'*+.^_`|~-]+), ?Signature=([0-9a-f]{64})"
 )

@@ -359,6 +359,76 @@ def test_requests_without_a_signature_are_refused(sqs_endpoint, queue_url):
             None,
             "InvalidParameterValue",
         ),
+        # Found by a red-team pass: each of these was an HTTP 500.
+        (
+            "AmazonSQS.SendMessage",
+            b'{"QueueUrl": "http://[::1/000000000000/q", "MessageBody": "x"}',
+            None,
+            "InvalidAddress",
+        ),
+        ("AmazonSQS.GetQueueAttributes", b'{"QueueUrl": "http://[::1/"}', None, "InvalidAddress"),
+        (
+            "AmazonSQS.SetQueueAttributes",
+            json.dumps(
+                {"QueueUrl": "QURL", "Attributes": {"RedrivePolicy": "[" * 100_000 + "]" * 100_000}}
+            ).encode(),
+            None,
+            "InvalidAttributeValue",
+        ),
+        (
+            "AmazonSQS.CreateQueue",
+            json.dumps(
+                {"QueueName": "deep", "Attributes": {"RedrivePolicy": "[" * 100_000}}
+            ).encode(),
+            None,
+            "InvalidAttributeValue",
+        ),
+        ("AmazonSQS.ListQueues", b'{"QueueNamePrefix": "\\u0000"}', None, "InvalidParameterValue"),
+        (
+            "AmazonSQS.TagQueue",
+            b'{"QueueUrl": "QURL", "Tags": {"team": "a\\u0000b"}}',
+            None,
+            "InvalidParameterValue",
+        ),
+        (
+            "AmazonSQS.TagQueue",
+            b'{"QueueUrl": "QURL", "Tags": {"\\u0000": "b"}}',
+            None,
+            "InvalidParameterValue",
+        ),
+        (
+            "AmazonSQS.GetQueueUrl",
+            b'{"QueueName": "x", "QueueOwnerAWSAccountId": "\\u0000"}',
+            None,
+            "InvalidParameterValue",
+        ),
+        # Numbers are ASCII digits: Arabic-Indic or superscript ones are not numbers.
+        (
+            "AmazonSQS.SetQueueAttributes",
+            json.dumps(
+                {"QueueUrl": "QURL", "Attributes": {"DelaySeconds": "\u0661\u0662"}}
+            ).encode(),
+            None,
+            "InvalidAttributeValue",
+        ),
+        (
+            "AmazonSQS.SetQueueAttributes",
+            json.dumps({"QueueUrl": "QURL", "Attributes": {"DelaySeconds": "\u00b9"}}).encode(),
+            None,
+            "InvalidAttributeValue",
+        ),
+        (
+            "AmazonSQS.SendMessage",
+            json.dumps(
+                {
+                    "QueueUrl": "QURL",
+                    "MessageBody": "x",
+                    "MessageAttributes": {"n": {"DataType": "Number", "StringValue": "\u0661"}},
+                }
+            ).encode(),
+            None,
+            "InvalidParameterValue",
+        ),
     ],
 )
 def test_malformed_input_gets_an_sqs_error_and_changes_nothing(
@@ -374,12 +444,37 @@ def test_malformed_input_gets_an_sqs_error_and_changes_nothing(
         assert status == 200
         assert answer["Failed"][0]["Code"] == expected
     else:
-        assert status == 400
+        assert status == (404 if expected == "InvalidAddress" else 400)  # as SQS answers
         assert answer_headers["x-amzn-query-error"].split(";")[0] == expected
     assert _queue_names() == before
     queue = pgq.get_queue(_name(queue_url))
-    assert queue.delivery_delay == 0
+    assert (queue.delivery_delay, queue.dead_letter_queue_id, queue.tags) == (0, None, {})
     assert [m.message for m in pgq.read(queue.name, vt=0, qty=10)] == ["kept"]
+
+
+@pytest.mark.parametrize(
+    "digits",
+    [
+        "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669",
+        "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079",
+    ],
+)
+def test_a_receipt_in_other_digits_is_invalid_and_deletes_nothing(sqs, queue_url, digits):
+    name = _name(queue_url)
+    msg_id = pgq.send(name, "target")
+    while msg_id < 10:  # a receipt with digits after the first (which must be 1-9)
+        msg_id = pgq.send(name, "target")
+    [leased] = [m for m in pgq.read(name, vt=0, qty=20) if m.msg_id == msg_id]
+    other = str.maketrans("0123456789", digits)
+    # What int() reads as this very receipt: its first digit ASCII, the others not.
+    lookalike = ":".join(
+        part[0] + part[1:].translate(other) for part in str(leased.receipt).split(":")
+    )
+    assert lookalike != str(leased.receipt)
+    with pytest.raises(ClientError) as caught:
+        sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=lookalike)
+    assert _code(caught) == "ReceiptHandleIsInvalid"
+    assert pgq.read_by_id(name, leased.msg_id) is not None
 
 
 def test_a_successful_request_records_when_the_key_was_used(sqs, user):
