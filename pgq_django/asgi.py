@@ -19,6 +19,13 @@ handler with two changes:
   Requests for asynchronous views (a long-poll) take Django's ASGI path unchanged, so they
   wait on the event loop.
 
+- A request for a REST API view (:mod:`pgq_django.rest`) is refused before its body is read
+  when it must be: a declared body over ``PGQ["REST_MAX_BODY_SIZE"]`` answers 413, a body
+  without any credentials 401, and HTTP basic credentials are checked first, on the
+  password threads of :mod:`pgq_django.rest.authentication` (401, or 429 when throttled);
+  an undeclared (chunked) body is read at most one byte past the limit. Such refusals are
+  answered by the handler itself, without the project's middleware.
+
 A view tells the handler which way to go: a coroutine function is asynchronous, anything
 else synchronous; a view function may carry ``pgq_needs_async(scope) -> bool`` and
 ``pgq_sync_view`` (the REST messages endpoint does: only a consume with ``wait_seconds``
@@ -38,16 +45,25 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import json
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import django
 from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
+from django.conf import settings as django_settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
 from django.urls import Resolver404, ResolverMatch, get_resolver, set_script_prefix
+from rest_framework.exceptions import APIException
+
+from .api.validation import is_ascii_digits
+from .conf import settings
+from .rest import authentication
+from .rest.exceptions import error_body
 
 if TYPE_CHECKING:
     from .sqs.asgi import LeanEndpoint
@@ -96,6 +112,126 @@ def resolve_scope(scope: dict[str, Any]) -> tuple[bool, ResolverMatch | None]:
     return iscoroutinefunction(func), match
 
 
+class _BodyTooLarge(Exception):
+    """A request body went past ``PGQ["REST_MAX_BODY_SIZE"]`` while it was read."""
+
+
+def _header(scope: dict[str, Any], name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:  # ASGI servers give header names in lower case
+            return bytes(value)
+    return None
+
+
+def refuses_early(match: ResolverMatch | None) -> bool:
+    """Whether ``match`` is a REST API view whose refusals may come before its body."""
+    view_class = getattr(match.func, "view_class", None) if match is not None else None
+    return bool(getattr(view_class, "pgq_refuses_early", False))
+
+
+def _too_large() -> tuple[int, dict[str, Any], dict[str, str]]:
+    limit = settings.REST_MAX_BODY_SIZE
+    body = error_body(
+        "request_too_large",
+        f"The request body is larger than {limit} bytes.",
+        {"max_body_size": limit},
+    )
+    return 413, body, {}
+
+
+def _has_session_cookie(scope: dict[str, Any]) -> bool:
+    cookies = _header(scope, b"cookie")
+    name = django_settings.SESSION_COOKIE_NAME.encode("latin-1")
+    return cookies is not None and any(
+        part.strip().startswith(name + b"=") for part in cookies.split(b";")
+    )
+
+
+async def early_refusal(scope: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]] | None:
+    """(status, JSON body, headers) refusing a REST API request before its body is read, or
+    None to serve it.
+
+    Checked in this order: a declared Content-Length over the limit (413); HTTP basic
+    credentials, on the password threads (401 when wrong, 429 when throttled); a body sent
+    with no credentials at all — no Authorization header, no session cookie — when the API
+    authenticates only with DRF's basic, session and token classes (401).
+    """
+    declared = _header(scope, b"content-length")
+    if declared is not None:
+        text = declared.decode("latin-1").strip()
+        if is_ascii_digits(text) and int(text) > settings.REST_MAX_BODY_SIZE:
+            return _too_large()
+    classes = authentication.authentication_classes()
+    header = _header(scope, b"authorization")
+    if header is not None:
+        if authentication.BasicAuthentication not in classes:
+            return None
+        try:
+            await authentication.check_basic_early(scope, header)
+        except APIException as exc:
+            return _api_refusal(exc)
+        return None
+    chunked = b"chunked" in (_header(scope, b"transfer-encoding") or b"").lower()
+    has_body = chunked or (declared is not None and declared.strip() not in (b"", b"0"))
+    if not has_body or _has_session_cookie(scope):
+        return None
+    if not all(cls in authentication.KNOWN_CLASSES for cls in classes):
+        return None  # a project's own authentication may read credentials from elsewhere
+    message = "Authentication credentials were not provided."
+    challenge = authentication.BasicAuthentication().authenticate_header(None)
+    headers = {"WWW-Authenticate": challenge} if challenge else {}
+    return 401, error_body("not_authenticated", message), headers
+
+
+def _api_refusal(exc: APIException) -> tuple[int, dict[str, Any], dict[str, str]]:
+    headers: dict[str, str] = {}
+    if exc.status_code == 401:
+        headers["WWW-Authenticate"] = authentication.BasicAuthentication().authenticate_header(None)
+    wait = getattr(exc, "wait", None)
+    if wait:
+        headers["Retry-After"] = str(int(wait))
+    return exc.status_code, error_body(str(exc.default_code), str(exc.detail)), headers
+
+
+async def send_refusal(
+    send: Any, status: int, body: dict[str, Any], headers: dict[str, str]
+) -> None:
+    """Answer a refusal as JSON and ask the server to close the connection (the request's
+    body, unread, cannot be skipped on a kept-alive one)."""
+    payload = json.dumps(body).encode()
+    raw = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+        (b"connection", b"close"),
+    ]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def read_body_within(receive: Any, limit: int) -> Any:
+    """Django's ``read_body``, stopping one byte past ``limit`` (raises _BodyTooLarge)."""
+    body_file = tempfile.SpooledTemporaryFile(  # noqa: SIM115 (the caller closes it)
+        max_size=django_settings.FILE_UPLOAD_MAX_MEMORY_SIZE, mode="w+b"
+    )
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            body_file.close()
+            raise RequestAborted()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            body_file.close()
+            raise _BodyTooLarge()
+        body_file.write(chunk)
+        if not message.get("more_body", False):
+            break
+    body_file.seek(0)
+    return body_file
+
+
 class PooledASGIHandler(ASGIHandler):
     """Django's ASGI handler with a fixed pool of threads and one hop per synchronous view;
     with ``sqs_lean``, the SQS endpoint's requests are answered by the lean path."""
@@ -132,20 +268,36 @@ class PooledASGIHandler(ASGIHandler):
         async with ThreadSensitiveContext(executor=executor):
             if self.sqs is not None and await self.sqs(scope, receive, send, executor):
                 return
-            if self.one_hop:
-                needs_loop, match = resolve_scope(scope)
-                if not needs_loop:
-                    return await self.handle_sync(scope, receive, send, match)
+            needs_loop, match = resolve_scope(scope)
+            gated = refuses_early(match)
+            if gated:
+                refusal = await early_refusal(scope)
+                if refusal is not None:
+                    return await send_refusal(send, *refusal)
+            if self.one_hop and not needs_loop:
+                return await self.handle_sync(scope, receive, send, match, capped=gated)
             await self.handle(scope, receive, send)
 
     async def handle_sync(
-        self, scope: Any, receive: Any, send: Any, match: ResolverMatch | None = None
+        self,
+        scope: Any,
+        receive: Any,
+        send: Any,
+        match: ResolverMatch | None = None,
+        *,
+        capped: bool = False,
     ) -> None:
-        """Serve a request for a synchronous view with one hop to this request's thread."""
+        """Serve a request for a synchronous view with one hop to this request's thread;
+        ``capped`` stops reading a body past ``PGQ["REST_MAX_BODY_SIZE"]`` and answers 413."""
         try:
-            body_file = await self.read_body(receive)
+            if capped:
+                body_file = await read_body_within(receive, settings.REST_MAX_BODY_SIZE)
+            else:
+                body_file = await self.read_body(receive)
         except RequestAborted:
             return
+        except _BodyTooLarge:
+            return await send_refusal(send, *_too_large())
         set_script_prefix(get_script_prefix(scope))
         try:
             response = await sync_to_async(self._respond, thread_sensitive=True)(
@@ -180,8 +332,6 @@ def get_asgi_application(
     django.setup(set_prefix=False)
     if not _CAN_PIN:
         return ASGIHandler()
-    from .conf import settings
-
     return PooledASGIHandler(
         threads if threads is not None else settings.ASGI_THREADS,
         sqs_lean=settings.SQS_ASGI_LEAN if sqs_lean is None else sqs_lean,

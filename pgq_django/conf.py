@@ -103,7 +103,7 @@ DEFAULTS: dict[str, Any] = {
     "REST_AUTH_FAILURE_WINDOW": 60.0,
     # Threads that hash basic-auth passwords, and how many more checks may wait for them
     # (beyond: 429), so password checks never hold the threads serving other requests.
-    "REST_PASSWORD_THREADS": 1,
+    "REST_PASSWORD_THREADS": 2,
     "REST_PASSWORD_QUEUE": 32,
     # Serve the OpenAPI schema (/v1/schema) and Swagger UI (/v1/docs) to anyone; False asks
     # for the same authentication as the rest of the API.

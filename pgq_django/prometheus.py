@@ -13,6 +13,10 @@ The default, :class:`CanScrapeMetrics`, admits active staff users (basic, sessio
 authentication, like the REST API) and requests that carry
 ``Authorization: Bearer <PGQ["METRICS_TOKEN"]>`` when that setting is set; anyone else gets
 401/403. Set it to ``"rest_framework.permissions.AllowAny"`` to open it.
+
+What a scrape shows depends on who asks (:func:`scraped_queues`): a staff user sees the
+queues their grants let them see, as ``GET /v1/queues`` lists them; superusers and the
+token's bearer see every queue.
 """
 
 from __future__ import annotations
@@ -29,17 +33,26 @@ from prometheus_client.registry import Collector
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
+from . import access
 from .conf import settings
 from .rest.views.base import PgqView
 
 
 class QueueCollector(Collector):
-    """Per-queue gauges and counters from one ``metrics_all()`` call per scrape."""
+    """Per-queue gauges and counters from one ``metrics_all()`` call per scrape.
+
+    ``queues`` limits the samples to those queue names; None exports every queue.
+    """
+
+    def __init__(self, queues: set[str] | None = None) -> None:
+        self.queues = queues
 
     def collect(self) -> Iterator[Metric]:
         import pgq_django as pgq
 
         rows = pgq.metrics_all()
+        if self.queues is not None:
+            rows = [m for m in rows if m.queue_name in self.queues]
         labels = ["queue"]
         length = GaugeMetricFamily(
             "pgq_queue_length", "Messages in the queue (pending and leased).", labels=labels
@@ -85,23 +98,42 @@ class QueueCollector(Collector):
             yield acked
 
 
-def exposition() -> bytes:
-    """The Prometheus text of one scrape."""
+def exposition(queues: set[str] | None = None) -> bytes:
+    """The Prometheus text of one scrape: of the queues named in ``queues``, or all."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(QueueCollector())
+    registry.register(QueueCollector(queues))
     return generate_latest(registry)
+
+
+def bears_metrics_token(request: Request) -> bool:
+    """Whether the request carries ``Authorization: Bearer <PGQ["METRICS_TOKEN"]>``."""
+    token = settings.METRICS_TOKEN
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    if not token or not header.startswith("Bearer "):
+        return False
+    offered = header[len("Bearer ") :].strip().encode()
+    return hmac.compare_digest(offered, str(token).encode())
+
+
+def scraped_queues(request: Request) -> set[str] | None:
+    """The queues a scrape shows: every queue (None) to the token's bearer, a superuser, or
+    an anonymous request a project's own ``METRICS_PERMISSION`` let in (metrics it opened
+    to anyone); to any other user, the queues they hold a right on, as the REST API lists
+    them."""
+    user = request.user
+    if bears_metrics_token(request) or not (user and user.is_authenticated):
+        return None
+    if user.is_active and user.is_superuser:
+        return None
+    return set(access.visible_queues(user).values_list("name", flat=True))
 
 
 class CanScrapeMetrics(BasePermission):
     """Active staff users, or a request bearing ``PGQ["METRICS_TOKEN"]`` when it is set."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        token = settings.METRICS_TOKEN
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        if token and header.startswith("Bearer "):
-            offered = header[len("Bearer ") :].strip().encode()
-            if hmac.compare_digest(offered, str(token).encode()):
-                return True
+        if bears_metrics_token(request):
+            return True
         user = request.user
         return bool(user and user.is_active and user.is_staff)
 
@@ -115,4 +147,4 @@ class MetricsView(PgqView):
         return [import_string(settings.METRICS_PERMISSION)()]
 
     def get(self, request: Request) -> HttpResponse:
-        return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
+        return HttpResponse(exposition(scraped_queues(request)), content_type=CONTENT_TYPE_LATEST)

@@ -1,5 +1,6 @@
 """Settings for the test suite: a real PostgreSQL (DATABASE_URL or embedded)."""
 
+import json
 import os
 from pathlib import Path
 
@@ -24,6 +25,10 @@ TEST_DB_NAME = os.environ.get("PGQ_TEST_DB", "pgq_test")
 DATABASES["default"]["TEST"] = {"NAME": TEST_DB_NAME}
 if os.environ.get("PGQ_USE_TEST_DB"):
     DATABASES["default"]["NAME"] = TEST_DB_NAME
+# PGQ_TEST_CONN_MAX_AGE: a live server whose threads keep their connections between requests,
+# as a production site's do (the reconnect tests end those connections under it).
+if os.environ.get("PGQ_TEST_CONN_MAX_AGE"):
+    DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ["PGQ_TEST_CONN_MAX_AGE"])
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -71,6 +76,9 @@ TEMPLATES = [
 STATIC_URL = "/static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PGQ: dict[str, object] = {"DEFAULT_VISIBILITY_TIMEOUT": 30}
+# PGQ_TEST_PGQ: JSON laid over PGQ, for a live server with other settings.
+if os.environ.get("PGQ_TEST_PGQ"):
+    PGQ.update(json.loads(os.environ["PGQ_TEST_PGQ"]))
 # Behind a transaction-mode pooler (.ci/test-pgbouncer: DATABASE_URL goes through PgBouncer,
 # DIRECT_DATABASE_URL reaches the same server without it), with the settings
 # docs/howto/pgbouncer.md gives: no prepared statements, no server-side cursors, and LISTEN

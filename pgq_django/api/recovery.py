@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from django.db import InterfaceError, OperationalError, ProgrammingError
+from django.db import InterfaceError, OperationalError, ProgrammingError, connections
 
 from ..db import django_connection
 from ..exceptions import ConnectionLost, NotMigrated
@@ -113,6 +113,18 @@ def drop_dead_connection(alias: str | None = None) -> bool:
     must fail visibly).
     """
     return _drop_if_dead(django_connection(alias))
+
+
+def drop_dead_connections() -> None:
+    """Close every connection of this thread that the server already ended.
+
+    For work that reaches the database before any API call does: the REST API's and the SQS
+    endpoint's authentication and grant look-ups, which would otherwise meet the dead
+    connection first after a PostgreSQL restart and fail. Costs one ``poll`` per open
+    connection.
+    """
+    for db in connections.all(initialized_only=True):
+        _drop_if_dead(db)
 
 
 def _drop_if_dead(db: Any) -> bool:

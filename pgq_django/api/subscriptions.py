@@ -81,7 +81,7 @@ def subscribe(
 def get_subscription(subscription: Any) -> Binding:
     """The binding named ``subscription`` (or, for digits, with that primary key)."""
     found = Binding.objects.using(_db()).select_related("exchange", "queue")
-    if isinstance(subscription, str) and subscription.isdigit() and len(subscription) < 19:
+    if isinstance(subscription, str) and v.is_ascii_digits(subscription) and len(subscription) < 19:
         binding = found.filter(pk=int(subscription)).first()
     elif isinstance(subscription, str) and v.NAME_RE.fullmatch(subscription):
         binding = found.filter(name=subscription).first()

@@ -51,6 +51,16 @@ def name(value: Any, *, kind: str = "queue") -> str:
     return value
 
 
+def is_ascii_digits(text: str) -> bool:
+    """Whether ``text`` is a non-empty run of ASCII digits 0-9.
+
+    ``str.isdigit()`` is also true for superscripts ("²", which ``int()`` refuses) and for
+    other scripts' digits (an Arabic-Indic one, which ``int()`` reads as 1); numbers on
+    the wire are ASCII.
+    """
+    return text.isascii() and text.isdigit()
+
+
 @overload
 def seconds(
     value: Any, field: str, *, allow_none: Literal[False] = False, minimum: float = 0

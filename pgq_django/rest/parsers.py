@@ -2,7 +2,12 @@
 
 DRF reads the request stream itself, around Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` check,
 so the limit is enforced here: a declared Content-Length over it is refused unread, and an
-undeclared (chunked) body is read at most one byte past it.
+undeclared (chunked) body is read at most one byte past it. (Under
+:mod:`pgq_django.asgi` the same limit already stopped such a body before it was read.)
+
+Arrays and objects nested deeper than Python's recursion limit allows are a malformed
+request (400), not a server error; anything deeper than the API's own limit but parseable is
+refused later by the API's checks, with their message.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
+from ..api.validation import is_ascii_digits
 from ..conf import settings
 from .exceptions import RequestTooLarge
 
@@ -31,7 +37,7 @@ class LimitedJSONParser(BaseParser):
         too_large = RequestTooLarge(
             f"The request body is larger than {limit} bytes.", max_body_size=limit
         )
-        if declared and str(declared).isdigit() and int(declared) > limit:
+        if declared and is_ascii_digits(str(declared)) and int(declared) > limit:
             raise too_large
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
@@ -40,3 +46,5 @@ class LimitedJSONParser(BaseParser):
             return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ParseError(f"The body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise ParseError("The body's arrays and objects nest too deeply.") from None

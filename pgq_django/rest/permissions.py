@@ -2,48 +2,27 @@
 
 Authentication is DRF's: the classes of ``PGQ["REST_AUTHENTICATION_CLASSES"]``, else DRF's
 ``DEFAULT_AUTHENTICATION_CLASSES`` when the project set them, else HTTP basic, session and —
-when ``rest_framework.authtoken`` is installed — token authentication. Every view then
+when ``rest_framework.authtoken`` is installed — token authentication; DRF's basic and token
+classes are served by the throttled twins of :mod:`pgq_django.rest.authentication`. Every view then
 needs an authenticated user (:class:`IsAuthenticated`; 401 otherwise) and checks the grant
-for what it touches with :func:`require_queue` / :func:`require_exchange` (403 otherwise)
-before it calls the functional API, so a refused request changes nothing.
+for what it touches with :func:`require_queue` / :func:`require_exchange` before it calls
+the functional API, so a refused request changes nothing: 403 for a user with some right on
+the queue or topic but not this one, the same 404 as for a missing one for a user with none.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.apps import apps
 from django.db.models import QuerySet
-from django.utils.module_loading import import_string
-from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
-from rest_framework.settings import api_settings
 
 from .. import access
+from ..api import validation as v
 from ..api.exchanges import get_exchange
 from ..api.queues import get_queue
-from ..conf import settings
-from ..exceptions import PermissionDenied
+from ..exceptions import ExchangeNotFound, PermissionDenied, QueueNotFound
 from ..models import Exchange, Queue
-
-_BUILTIN = [
-    "rest_framework.authentication.BasicAuthentication",
-    "rest_framework.authentication.SessionAuthentication",
-]
-_TOKEN = "rest_framework.authentication.TokenAuthentication"
-
-
-def authentication_classes() -> list[type[BaseAuthentication]]:
-    """The authenticators the REST API uses, resolved from the settings on each call."""
-    configured = settings.REST_AUTHENTICATION_CLASSES
-    if configured is not None:
-        return [import_string(path) if isinstance(path, str) else path for path in configured]
-    if "DEFAULT_AUTHENTICATION_CLASSES" in api_settings.user_settings:
-        return list(api_settings.DEFAULT_AUTHENTICATION_CLASSES)
-    paths = list(_BUILTIN)
-    if apps.is_installed("rest_framework.authtoken"):
-        paths.append(_TOKEN)
-    return [import_string(path) for path in paths]
 
 
 class IsAuthenticated(BasePermission):
@@ -57,23 +36,32 @@ class IsAuthenticated(BasePermission):
 def require_queue(user: Any, right: str | tuple[str, ...], name: str) -> None:
     """Raise unless ``user`` has ``right`` (or one of several) on queue ``name``.
 
-    A queue the user may not touch answers 403 when it exists and 404 when it does not,
-    as the admin does; the check runs before anything changes.
+    A queue on which the user holds no right at all answers the same 404 as a queue that
+    does not exist, so a caller learns nothing about queues they cannot use; a user with
+    some right but not this one gets 403. A name that breaks the naming rule (a NUL, a
+    non-ASCII letter) answers 400 before any query. The check runs before anything
+    changes.
     """
     rights = (right,) if isinstance(right, str) else right
+    v.name(name)
     if any(access.may(user, r, name) for r in rights):
         return
-    get_queue(name)  # QueueNotFound first, so a missing queue answers 404
-    access.require(user, rights[0], name)
+    queue = get_queue(name)  # QueueNotFound when missing
+    if not any(access.may(user, r, queue) for r in access.QUEUE_RIGHTS if r not in rights):
+        raise QueueNotFound.for_name(name)
+    access.require(user, rights[0], queue)
 
 
 def require_exchange(user: Any, right: str | tuple[str, ...], name: str) -> None:
     """Raise unless ``user`` has ``right`` (publish or manage, or one of several) on exchange
-    ``name``; a missing exchange answers 404."""
+    ``name``; a missing exchange, or one the user holds no right on, answers 404."""
     rights = (right,) if isinstance(right, str) else right
     exchange = get_exchange(name)
-    if not any(access.may(user, r, exchange) for r in rights):
-        access.require(user, rights[0], exchange)
+    if any(access.may(user, r, exchange) for r in rights):
+        return
+    if not any(access.may(user, r, exchange) for r in access.EXCHANGE_RIGHTS if r not in rights):
+        raise ExchangeNotFound.for_name(exchange.name)
+    access.require(user, rights[0], exchange)
 
 
 def require_model_permission(user: Any, codename: str, what: str) -> None:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import Exists
 from django.utils import timezone
 
+from ..api.recovery import drop_dead_connections
 from ..conf import settings
 from ..models import AccessKey
 from . import sigv4
@@ -195,7 +196,12 @@ def _find_key(key_id: str) -> AccessKey:
 
 
 def authenticate(request: WireRequest) -> Caller:
-    """The verified caller of ``request``, or an SqsError."""
+    """The verified caller of ``request``, or an SqsError.
+
+    First drops a connection the server ended (a PostgreSQL restart), as the API does, so
+    the key and queue look-ups of the request run on a live one.
+    """
+    drop_dead_connections()
     try:
         return _authenticate(request)
     except SqsError as exc:

@@ -23,15 +23,20 @@ import pytest
 import requests
 
 import pgq_django as pgq
+from tests.http_server import PASSWORD
 
 PACKAGE = "pgq_generated_client"
 
 
 @pytest.fixture
-def generated(live_url: str, tmp_path: Path) -> Iterator[Any]:
+def generated(live_url: str, tmp_path: Path, make_user: Any) -> Iterator[Any]:
     """The generated client package, imported from a temporary directory."""
+    reader = make_user(is_staff=True)  # the schema is served to logged-in users
     schema = requests.get(
-        f"{live_url}/v1/schema", headers={"Accept": "application/json"}, timeout=60
+        f"{live_url}/v1/schema",
+        headers={"Accept": "application/json"},
+        auth=(reader.get_username(), PASSWORD),
+        timeout=60,
     )
     assert schema.status_code == 200, schema.text
     assert schema.json()["openapi"].startswith("3.0")

@@ -20,7 +20,9 @@ from tests.http_server import PASSWORD
 @pytest.fixture
 def api_schema(live_url, make_user):
     make_user("fuzzer", is_staff=True, is_superuser=True)
-    return schemathesis.openapi.from_url(f"{live_url}/v1/schema?format=json")
+    return schemathesis.openapi.from_url(
+        f"{live_url}/v1/schema?format=json", auth=("fuzzer", PASSWORD)
+    )
 
 
 KNOWN = {"queue": "q1", "topic": "x1", "subscription": "s1"}

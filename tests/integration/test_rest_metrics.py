@@ -1,4 +1,5 @@
-"""/metrics access through the DRF test client: the bearer token, and an opened permission."""
+"""/metrics, /v1/schema and /v1/docs access through the DRF test client: the bearer token,
+an opened permission, a public schema."""
 
 from __future__ import annotations
 
@@ -30,10 +31,18 @@ def test_metrics_can_be_opened_with_a_permission_setting(queue_name):
 
 
 def test_the_schema_and_swagger_ui_are_served_without_a_cdn():
-    schema = APIClient().get("/v1/schema?format=json")
+    with override_settings(PGQ={"PUBLIC_API_SCHEMA": True}):
+        schema = APIClient().get("/v1/schema?format=json")
+        page = APIClient().get("/v1/docs").content.decode()
     assert schema.status_code == 200
     paths = schema.json()["paths"]
     assert "/v1/queues/{queue}/messages" in paths and "/metrics" not in paths
-    page = APIClient().get("/v1/docs").content.decode()
     assert "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in page
     assert "cdn" not in page.lower()
+
+
+def test_the_schema_and_swagger_ui_are_refused_to_anonymous_callers_by_default():
+    for path in ("/v1/schema", "/v1/docs"):
+        refused = APIClient().get(path)
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "not_authenticated"

@@ -19,13 +19,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ...api.recovery import drop_dead_connections
+from ..authentication import authentication_classes
 from ..exceptions import exception_handler
 from ..parsers import LimitedJSONParser
-from ..permissions import IsAuthenticated, authentication_classes
+from ..permissions import IsAuthenticated
 from ..serializers import Strict
 
 
 class PgqView(APIView):
+    # pgq_django.asgi may refuse a request for this view before reading its body.
+    pgq_refuses_early = True
     parser_classes = [LimitedJSONParser]
     renderer_classes = [JSONRenderer]
     permission_classes = [IsAuthenticated]
@@ -36,6 +40,13 @@ class PgqView(APIView):
 
     def get_exception_handler(self) -> Any:
         return exception_handler
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """DRF's checks, on a live connection: authentication and the grant look-ups query
+        the database before any API call, so a connection the server ended (a PostgreSQL
+        restart) is dropped first, as the API itself does."""
+        drop_dead_connections()
+        super().initial(request, *args, **kwargs)
 
     def get_authenticate_header(self, request: Request) -> str | None:
         """Answer 401 (not 403) when any authenticator can ask for credentials.
@@ -180,6 +191,7 @@ class UnknownPathView(PgqView):
     """Any other path under /v1/: a JSON 404 instead of the project's HTML page."""
 
     schema = None
+    pgq_refuses_early = False
     permission_classes: list[Any] = []
     authentication_classes: list[Any] = []
 

@@ -30,6 +30,7 @@ from rest_framework.response import Response
 import pgq_django as pgq
 
 from ... import notify
+from ...api.validation import is_ascii_digits
 from ...conf import settings
 from ...exceptions import InvalidArgument, MessageNotFound, PermissionDenied, StaleReceipt
 from .. import serializers as s
@@ -53,7 +54,7 @@ def message_ref(value: Any) -> int | pgq.Receipt:
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_MSG_ID:
         return value
     if isinstance(value, str):
-        if value.isdigit() and len(value) <= 19 and 1 <= int(value) <= MAX_MSG_ID:
+        if is_ascii_digits(value) and len(value) <= 19 and 1 <= int(value) <= MAX_MSG_ID:
             return int(value)
         match = _RECEIPT.fullmatch(value)
         if match:

@@ -1,4 +1,5 @@
-"""Query-string parameters, parsed strictly: known names only, whole numbers, bounded."""
+"""Query-string parameters, parsed strictly: known names only, whole numbers (ASCII digits),
+bounded."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ...api.validation import is_ascii_digits
 from ...conf import settings
 from ...exceptions import InvalidArgument
 
 
 def whole(name: str, low: int, high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        if not text.isdigit() or len(text) > 12 or not low <= int(text) <= high:
+        if not is_ascii_digits(text) or len(text) > 12 or not low <= int(text) <= high:
             raise InvalidArgument(
                 f"{name} must be a whole number from {low} to {high}, not {text!r}.", field=name
             )

@@ -7,12 +7,16 @@ our ``routing_key``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 import pgq_django as pgq
 
+from ... import access
+from ...exceptions import PermissionDenied, SubscriptionNotFound
 from .. import serializers as s
 from ..permissions import (
     require_exchange,
@@ -113,13 +117,34 @@ class SubscriptionDetailView(PgqView):
         operation_id="subscriptions_retrieve", responses={200: s.SubscriptionOut, **ERRORS}
     )
     def get(self, request: Request, subscription: str) -> Response:
-        binding = pgq.get_subscription(subscription)
-        require_queue(request.user, ANY_RIGHT, binding.queue.name)
+        binding = subscription_for(request.user, ANY_RIGHT, subscription)
         return Response(s.subscription_json(binding))
 
     @extend_schema(operation_id="subscriptions_destroy", responses={204: None, **ERRORS})
     def delete(self, request: Request, subscription: str) -> Response:
-        binding = pgq.get_subscription(subscription)
-        require_queue(request.user, "manage", binding.queue.name)
+        subscription_for(request.user, ("manage",), subscription)
         pgq.unsubscribe(subscription)
         return no_content()
+
+
+def subscription_for(user: Any, rights: tuple[str, ...], subscription: str) -> Any:
+    """The subscription, if ``user`` holds one of ``rights`` on its queue.
+
+    A user with no right at all on the queue gets the 404 of a missing subscription; one
+    with some right but not these gets a 403 that names the subscription only, never the
+    queue it feeds.
+    """
+    binding = pgq.get_subscription(subscription)
+    queue = binding.queue
+    if any(access.may(user, r, queue) for r in rights):
+        return binding
+    if not any(access.may(user, r, queue) for r in access.QUEUE_RIGHTS if r not in rights):
+        raise SubscriptionNotFound(
+            f"Subscription {subscription!r} does not exist.", subscription=str(subscription)
+        )
+    raise PermissionDenied(
+        f"{user.get_username()} may not {rights[0]} subscription {subscription!r}.",
+        right=rights[0],
+        kind="subscription",
+        target=str(subscription),
+    )
