@@ -23,7 +23,7 @@ from pgq_django.routing import (
     topic_subject,
 )
 
-QUICK = settings(database=None, max_examples=300, deadline=None)
+QUICK = settings(database=None, max_examples=150, deadline=None)
 
 
 def amqp_topic_match(pattern: str, key: str) -> bool:

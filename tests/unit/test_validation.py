@@ -18,7 +18,7 @@ from pgq_django.api import validation as v
 from pgq_django.exceptions import InvalidArgument, InvalidMessage, InvalidName
 
 # No example database in the checkout: each run draws afresh, and a failure prints its case.
-QUICK = settings(database=None, max_examples=200, deadline=None)
+QUICK = settings(database=None, max_examples=100, deadline=None)
 
 NAME_CHARS = string.ascii_letters + string.digits + "_-"
 

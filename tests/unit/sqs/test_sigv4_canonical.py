@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from pgq_django.sqs import sigv4
 from pgq_django.sqs.errors import SqsError
 
-QUICK = settings(database=None, max_examples=300, deadline=None)
+QUICK = settings(database=None, max_examples=150, deadline=None)
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"  # AWS's documentation example secret
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 
