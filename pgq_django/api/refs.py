@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..exceptions import MessageTooLarge, PgqError, QueueFull, QueueNotFound, QueuePaused
 from ..managers import MessageManager
 from ..models import Message, Receipt
+from ..receipts import not_a_message_reference
 from ..types import MessageRef, MessageRefs
 from . import validation as v
 
@@ -48,8 +49,12 @@ def message_ref(value: MessageRef) -> Fence:
             v.integer(value.msg_id, "msg_id", minimum=1, maximum=v.BIGINT_MAX),
             v.integer(value.read_ct, "read_ct", minimum=0, maximum=v.INT32_MAX),
         )
-    if isinstance(value, str) and value.isascii() and value.isdigit():
+    if isinstance(value, str):
+        if not (value.isascii() and value.isdigit()):
+            raise not_a_message_reference(value)
         value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise not_a_message_reference(value)
     return (v.integer(value, "msg_id", minimum=1, maximum=v.BIGINT_MAX), None)
 
 

@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any, TypedDict
 
 from ..conf import settings
-from ..exceptions import InvalidArgument, MessageTooLarge, QueueFull
+from ..exceptions import InvalidArgument, InvalidMessage, MessageTooLarge, QueueFull
 from ..types import Duration, QueueRef
 from . import validation as v
 from .refs import message_manager, queue_full, queue_missing
@@ -148,14 +148,20 @@ def _bodies(messages: Iterable[Any], headers: Any) -> list[str]:
     most, budget = settings.SEND_BATCH_MAX_MESSAGES, settings.SEND_BATCH_MAX_BYTES
     bodies: list[str] = []
     total = 0
-    for message in messages:
-        if len(bodies) == most:
+    for index, message in enumerate(messages):
+        if index == most:
             raise InvalidArgument(
                 f"A batch holds at most {most} messages (PGQ['SEND_BATCH_MAX_MESSAGES']); "
                 "split it.",
                 field="messages",
             )
-        body = v.body(message, headers)
+        try:
+            body = v.body(message, headers)
+        except InvalidMessage as exc:
+            # Which entry: in a batch of thousands "Cannot encode the message body" alone
+            # leaves the caller bisecting.
+            details = {**exc.details, "index": index}
+            raise type(exc)(f"messages[{index}]: {exc.message}", **details) from None
         total += len(body)  # characters: a lower bound of the bytes, checked exactly below
         if total > budget and (total := sum(len(b.encode()) for b in (*bodies, body))) > budget:
             raise _batch_too_large(budget, total)
