@@ -42,7 +42,21 @@ def test_each_whole_number_attribute_takes_exactly_its_sqs_range(name, bounds) -
         )
 
 
-@pytest.mark.parametrize("value", ["", "30.0", " 30", "+30", "3e1", "thirty", "1" * 11])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "30.0",
+        " 30",
+        "+30",
+        "3e1",
+        "thirty",
+        "1" * 11,
+        "\u0663\u0660",
+        "\uff13\uff10",
+        "3\u00b2",
+    ],
+)
 def test_whole_number_attributes_are_plain_decimal_digits(value: str) -> None:
     assert refusal({"VisibilityTimeout": value}).code == "InvalidAttributeValue"
 
