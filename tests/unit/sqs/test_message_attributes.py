@@ -93,7 +93,10 @@ def test_numbers_within_sqs_range_are_accepted_as_written(number: str) -> None:
     assert parse_attributes({"n": string(number, "Number")}) == {"n": string(number, "Number")}
 
 
-@pytest.mark.parametrize("number", ["1e127", "1e-128", "NaN", "Infinity", "one", "0x10", "1,5"])
+@pytest.mark.parametrize(
+    "number",
+    ["1e127", "1e-128", "NaN", "Infinity", "one", "0x10", "1,5", "\u0661\u0662", " 5", "1_000"],
+)
 def test_numbers_sqs_cannot_hold_are_refused(number: str) -> None:
     error = refusal({"n": string(number, "Number")})
     assert error.message == "Can't cast the value of message attribute 'n' to a number."
