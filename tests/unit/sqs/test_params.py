@@ -88,6 +88,18 @@ def test_parameters_of_the_wrong_shape_are_invalid_parameter_values(method, valu
     assert code_of(getattr(call(P=value), method), "P") == "InvalidParameterValue"
 
 
+@pytest.mark.parametrize(
+    ("method", "value"),
+    [("string", "a\x00b"), ("strings", ["ok", "\x00"]), ("string_map", {"k\x00": "v"}),
+     ("string_map", {"k": "\ufffe"})],
+)  # fmt: skip
+def test_characters_sqs_forbids_are_refused_in_any_string_parameter(method, value) -> None:
+    with pytest.raises(SqsError) as caught:
+        getattr(call(P=value), method)("P")
+    assert caught.value.code == "InvalidParameterValue"
+    assert "is not an allowed character" in caught.value.message
+
+
 def test_absent_lists_and_maps_read_as_empty_but_absent_entries_are_missing() -> None:
     assert call().strings("AttributeNames") == []
     assert call().string_map("Tags") == {}
@@ -124,6 +136,7 @@ def test_a_queue_url_names_its_last_path_segment(url: str, name: str) -> None:
         (f"ftp://h/{ACCOUNT}/q", "InvalidAddress"),
         ("http://h/q", "InvalidAddress"),
         ("q", "InvalidAddress"),
+        (f"http://[::1/{ACCOUNT}/q", "InvalidAddress"),  # not a URL at all
         ("http://h/111111111111/q", "AWS.SimpleQueueService.NonExistentQueue"),
         (f"http://h/{ACCOUNT}/bad%20name", "AWS.SimpleQueueService.NonExistentQueue"),
         (f"http://h/{ACCOUNT}/" + "q" * 81, "AWS.SimpleQueueService.NonExistentQueue"),
@@ -152,6 +165,7 @@ def test_an_sqs_arn_names_its_queue_in_any_partition_and_region(arn: str, name: 
         (f"arn:aws:sqs:us-east-1:{ACCOUNT}:bad name", "InvalidParameterValue"),
         (f"arn:aws:sqs:us-east-1:{ACCOUNT}:a/b", "InvalidParameterValue"),
         ("arn:aws:sqs:us-east-1::dlq", "InvalidParameterValue"),
+        ("arn:aws:sqs:us-east-1:\u0661\u0662:dlq", "InvalidParameterValue"),
         (None, "InvalidParameterValue"),
         ("arn:aws:sqs:us-east-1:123456789012:dlq", "ResourceNotFoundException"),
     ],
