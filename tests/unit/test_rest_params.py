@@ -21,7 +21,23 @@ def test_whole_numbers_are_read_within_their_bounds(value: str, expected: int) -
 
 
 @pytest.mark.parametrize(
-    "value", ["", "0", "101", "-1", "+5", " 5", "5 ", "1.0", "1e2", "0x10", "1_0", "0" * 12 + "1"]
+    "value",
+    [
+        "",
+        "0",
+        "101",
+        "-1",
+        "+5",
+        " 5",
+        "5 ",
+        "1.0",
+        "1e2",
+        "0x10",
+        "1_0",
+        "0" * 12 + "1",
+        "\u0661\u0662",
+        "\u00b2",
+    ],
 )
 def test_anything_but_bounded_plain_digits_is_refused_with_the_bounds(value: str) -> None:
     with pytest.raises(InvalidArgument) as caught:
