@@ -8,7 +8,12 @@ Messages are browsed with plain SELECTs, never leased, so looking does not distu
 
 from __future__ import annotations
 
-from . import access_keys, exchanges, queues  # noqa: F401  (each registers its ModelAdmin)
+from . import (  # noqa: F401  (each registers its ModelAdmin)
+    access_keys,
+    dashboard_entry,
+    exchanges,
+    queues,
+)
 from .common import visible_queues
 
 __all__ = ["visible_queues"]

@@ -1,3 +1,4 @@
+from .dashboard import QueueDashboard
 from .exchanges import Binding, Exchange, ExchangeType
 from .grants import AccessKey, ExchangeGrant, QueueGrant
 from .messages import ArchivedMessage, Message, Outcome, QueueCounter, Receipt
@@ -18,6 +19,7 @@ __all__ = [
     "Outcome",
     "Queue",
     "QueueCounter",
+    "QueueDashboard",
     "QueueGrant",
     "Receipt",
     "SparkExport",

@@ -123,6 +123,78 @@ def test_dashboard_draws_throughput_and_depth_charts(transactional_db, live_serv
     assert shot.stat().st_size > 10_000
 
 
+# Which line is on top just inside each line's edge, on the middle of the plot: with every
+# value zero the three throughput lines lie on each other, so each must be wider than the
+# lines drawn after it to be seen at all.
+_TOPMOST_AT_EACH_EDGE = """(chart) => {
+  const svg = document.querySelector(chart + " svg");
+  const paths = Array.from(svg.querySelectorAll("path.pgq-line"));
+  const middle = paths[0].getPointAtLength(paths[0].getTotalLength() / 2);
+  const seen = {};
+  for (const path of paths) {
+    const point = svg.createSVGPoint();
+    point.x = middle.x;
+    point.y = middle.y - (parseFloat(path.getAttribute("stroke-width")) / 2 - 0.4);
+    const screen = point.matrixTransform(svg.getScreenCTM());
+    const hit = document.elementFromPoint(screen.x, screen.y);
+    seen[path.dataset.series] = hit ? hit.getAttribute("data-series") : null;
+  }
+  return seen;
+}"""
+
+
+@needs_chromium
+def test_idle_dashboard_shows_every_line_and_an_axis_from_0_to_1(
+    transactional_db, live_server, browser_page
+):
+    page = browser_page
+    pgq.create_queue("quiet")  # a queue, and no message in the last hour
+
+    page.goto(live_server.url + "/admin/pgq_django/queue/dashboard/")
+    page.wait_for_selector(".pgq-dashboard[data-drawn=true]")
+    for chart in ("#pgq-throughput", "#pgq-depth-chart"):
+        assert page.locator(f"{chart} .pgq-y").all_text_contents() == ["0", "1"]
+    legend = page.locator("#pgq-throughput .pgq-legend").inner_text()
+    assert "sent (0)" in legend and "acked (0)" in legend and "dead (0)" in legend
+    seen = page.evaluate(_TOPMOST_AT_EACH_EDGE, "#pgq-throughput")
+    assert seen == {"sent": "sent", "acked": "acked", "dead": "dead"}
+
+
+@needs_chromium
+def test_sent_and_acked_stay_apart_when_every_message_sent_was_acked(
+    transactional_db, live_server, browser_page
+):
+    page = browser_page
+    orders = pgq.create_queue("orders")
+    pgq.send_batch(orders, [{"order": i} for i in range(4)])
+    for m in pgq.read(orders, qty=4):
+        pgq.delete(orders, m.receipt)
+
+    page.goto(live_server.url + "/admin/pgq_django/queue/dashboard/")
+    page.wait_for_selector(".pgq-dashboard[data-drawn=true]")
+    lines = page.locator("#pgq-throughput path.pgq-line")
+    sent, acked = lines.nth(0), lines.nth(1)
+    assert sent.get_attribute("d") == acked.get_attribute("d")  # the same values...
+    assert sent.get_attribute("data-series") == "sent"
+    # ...drawn first and wider, so the sent line shows around the acked one.
+    assert float(sent.get_attribute("stroke-width")) > float(acked.get_attribute("stroke-width"))
+    seen = page.evaluate(_TOPMOST_AT_EACH_EDGE, "#pgq-throughput")
+    assert seen["sent"] == "sent" and seen["acked"] == "acked"
+    assert page.locator("#pgq-throughput .pgq-y").first.text_content() == "0"
+
+
+@needs_chromium
+def test_the_admin_index_links_the_dashboard(transactional_db, live_server, browser_page):
+    page = browser_page  # logged in, on the admin index
+    pgq.create_queue("orders")
+    page.goto(live_server.url + "/admin/")
+    link = page.locator(".app-pgq_django a", has_text="Dashboard")
+    assert link.count() == 1
+    link.click()
+    page.wait_for_selector(".pgq-dashboard[data-drawn=true]")
+    assert page.url == live_server.url + reverse("admin:pgq_django_queue_dashboard")
+
+
 @needs_chromium
 def test_message_browser_folds_tracebacks_and_shows_whole_bodies(
     transactional_db, live_server, browser_page
@@ -306,6 +378,32 @@ def test_staff_see_only_granted_queues(staff_client, make_queue):
     )
     dashboard = staff_client.get(reverse("admin:pgq_django_queue_dashboard_data")).json()
     assert [q["name"] for q in dashboard["queues"]] == [mine.name]
+
+
+def test_staff_find_the_dashboard_on_the_admin_index_and_cannot_change_through_it(
+    staff_client, make_queue
+):
+    mine = make_queue()
+    pgq.grant_queue_access(mine, staff_client.user, read=True, write=False)
+    entry = reverse("admin:pgq_django_queuedashboard_changelist")
+    index = staff_client.get("/admin/").content.decode()
+    assert f'href="{entry}"' in index
+    assert reverse("admin:pgq_django_queue_changelist") in index
+    response = staff_client.get(entry)
+    assert response.status_code == 302
+    assert response["Location"] == reverse("admin:pgq_django_queue_dashboard")
+    # Nothing to add, change or delete through the entry: no such page, and no queue changed.
+    assert "queuedashboard/add/" not in index
+    assert staff_client.post(entry + "add/", {"name": "sneaky"}).status_code == 404
+    assert list(Queue.objects.values_list("name", flat=True)) == [mine.name]
+
+
+def test_non_staff_see_no_dashboard_entry(client, db):
+    user = User.objects.create_user("plain", password=PASSWORD)
+    client.force_login(user)
+    response = client.get(reverse("admin:pgq_django_queuedashboard_changelist"))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("admin:login"))
 
 
 def test_staff_cannot_purge_without_the_manage_right(staff_client, make_queue):

@@ -5,6 +5,10 @@
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
   var COLORS = { sent: "#417690", acked: "#2e9d4f", dead: "#ba2121", depth: "#7b4ea3" };
+  /* Throughput lines are drawn in this order, each narrower than the one before, so lines
+   * with equal values (every message sent was acked; nothing at all) stay visible as bands
+   * around each other instead of the last one hiding the others. */
+  var WIDTHS = { sent: 6, acked: 3.5, dead: 1.5, depth: 2 };
 
   function el(name, attrs, parent) {
     var node = document.createElementNS(SVG, name);
@@ -14,7 +18,8 @@
   }
 
   /* Even y-axis ticks: a step of 1, 2 or 5 times a power of ten (never below 1: the values
-   * are counts), about four steps up to the first multiple of the step at or above max. */
+   * are counts), about four steps up to the first multiple of the step at or above max. All
+   * zero gives 0 and 1: the axis never shrinks to fractions around a flat line. */
   function niceTicks(max) {
     var raw = Math.max(max, 1) / 4;
     var p = Math.pow(10, Math.floor(Math.log10(raw)));
@@ -27,7 +32,7 @@
     return { max: top, ticks: ticks };
   }
 
-  /* series: [{name, values, color}], labels: ["HH:MM", ...] */
+  /* series: [{name, values, color, width}], labels: ["HH:MM", ...] */
   function lineChart(container, labels, series) {
     container.textContent = "";
     var w = 640, h = 220, left = 48, right = 12, top = 12, bottom = 28;
@@ -60,7 +65,8 @@
       var d = s.values.map(function (v, i) {
         return (i ? "L" : "M") + x(i).toFixed(1) + "," + y(v).toFixed(1);
       }).join(" ");
-      el("path", { d: d, fill: "none", stroke: s.color, "stroke-width": 2,
+      el("path", { d: d, fill: "none", stroke: s.color, "stroke-width": s.width || 2,
+                   "stroke-linejoin": "round", "stroke-linecap": "round",
                    class: "pgq-line", "data-series": s.name }, svg);
     });
     var legend = document.createElement("div");
@@ -79,10 +85,11 @@
   function draw(data) {
     var kinds = ["sent", "acked", "dead"];
     lineChart(document.getElementById("pgq-throughput"), data.labels, kinds.map(function (k) {
-      return { name: k, values: data.throughput[k], color: COLORS[k] };
+      return { name: k, values: data.throughput[k], color: COLORS[k], width: WIDTHS[k] };
     }));
     lineChart(document.getElementById("pgq-depth-chart"), data.labels, [
-      { name: "waiting", values: data.depth, color: COLORS.depth, total: false }
+      { name: "waiting", values: data.depth, color: COLORS.depth, width: WIDTHS.depth,
+        total: false }
     ]);
     Object.keys(data.totals).forEach(function (k) {
       var node = document.querySelector('[data-total="' + k + '"]');
