@@ -27,6 +27,9 @@ from ..exceptions import InvalidArgument, RejectMessage
 from .registry import Handler
 
 logger = logging.getLogger("pgq_django.worker")
+# One line per message handled goes here, not to ``logger``: ``pgq_worker -v 2`` shows the
+# worker's DEBUG lines with a summary per interval, and only ``-v 3`` adds these.
+message_logger = logging.getLogger("pgq_django.worker.messages")
 
 # Longest error text kept with a failed message (the nack stores it in the DLQ history).
 MAX_ERROR_LENGTH = 20_000
@@ -166,7 +169,7 @@ def execute(entry: Handler, message: Any) -> Outcome:
         if not isinstance(exc, Exception) and _in_main_thread():
             raise
         return Outcome.FAILED
-    logger.debug(
+    message_logger.debug(
         "event=message_acked queue=%s msg_id=%s read_ct=%s duration_ms=%.2f",
         queue,
         message.msg_id,

@@ -19,6 +19,9 @@ from ..api import delivery, messages
 from ..services import Service, ServiceConfig
 
 logger = logging.getLogger("pgq_django.worker")
+# One line per lease extended goes here, not to ``logger``: ``pgq_worker -v 2`` shows the
+# worker's DEBUG lines with a summary per interval, and only ``-v 3`` adds these.
+message_logger = logging.getLogger("pgq_django.worker.messages")
 
 
 @dataclass
@@ -171,7 +174,7 @@ class LeaseExtender(Service[LeaseExtenderConfig]):
                     lease.deadline = time.monotonic() + lease.length
                     extended += 1
             if found is not None:
-                logger.debug(
+                message_logger.debug(
                     "event=lease_extended queue=%s msg_id=%s vt=%s",
                     lease.queue,
                     msg_id,

@@ -37,6 +37,9 @@ from .registry import Handler, batched, registered, resolve
 
 logger = logging.getLogger("pgq_django.worker")
 
+# Seconds between two ``worker_summary`` lines at DEBUG (``pgq_worker -v 2``).
+SUMMARY_INTERVAL = 10.0
+
 
 @dataclass
 class _Slot:
@@ -61,7 +64,10 @@ class Worker:
     attempt of any handler without a ``timeout`` of its own. ``batch_size`` turns on batch
     commit for every atomic handler (see :mod:`.batch`): that many messages leased at a time,
     run in one transaction and acknowledged together. ``processed`` and ``failed`` count the
-    messages handled successfully and unsuccessfully so far.
+    messages handled successfully and unsuccessfully so far. At DEBUG, :meth:`run` logs
+    them as a ``worker_summary`` line every ``summary_interval`` seconds in which messages
+    were handled (and at the stop), so a busy worker at ``-v 2`` writes a line per interval,
+    not a line per message.
     """
 
     def __init__(
@@ -81,6 +87,7 @@ class Worker:
         handlers: dict[str, Handler] | None = None,
         handler_timeout: float | None = None,
         batch_size: int | None = None,
+        summary_interval: float = SUMMARY_INTERVAL,
     ) -> None:
         self.handlers = handlers if handlers is not None else resolve(queues)
         self.batch_size = v.integer(
@@ -98,6 +105,9 @@ class Worker:
         self.lead = lead and not once
         self.maintenance_interval = maintenance_interval
         self.handler_timeout = handler_timeout
+        self.summary_interval = summary_interval
+        # (when, processed, failed) as of the last summary line.
+        self._summarized = (time.monotonic(), 0, 0)
         self.worker_id = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stopping = threading.Event()
         self.wakeup = Wakeup()
@@ -182,6 +192,7 @@ class Worker:
                 if self.stopping.wait(0.5):
                     break
                 self.scale()
+                self._summarize()
             return self.shutdown()
         finally:
             for sig, previous in installed.items():
@@ -240,6 +251,7 @@ class Worker:
                     service.thread_name,
                     service.config.stop_timeout,
                 )
+        self._summarize(final=True)
         processed, failed = self.processed, self.failed
         logger.info(
             "event=worker_stopped worker=%s processed=%s failed=%s",
@@ -248,6 +260,25 @@ class Worker:
             failed,
         )
         return 1 if self.once and failed else 0
+
+    def _summarize(self, *, final: bool = False) -> None:
+        """At DEBUG, what was handled since the last summary, once ``summary_interval`` has
+        passed (or at the stop); an interval in which nothing was handled logs nothing."""
+        if not logger.isEnabledFor(logging.DEBUG):
+            return
+        since, processed_before, failed_before = self._summarized
+        now = time.monotonic()
+        if not final and now - since < self.summary_interval:
+            return
+        processed, failed = self.processed, self.failed
+        self._summarized = (now, processed, failed)
+        if (processed, failed) != (processed_before, failed_before):
+            logger.debug(
+                "event=worker_summary seconds=%.1f processed=%s failed=%s",
+                now - since,
+                processed - processed_before,
+                failed - failed_before,
+            )
 
     # -- threads -------------------------------------------------------------------------
 

@@ -15,6 +15,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from pgq_django.conf import settings
 from pgq_django.readiness import not_migrated_message, unapplied_migrations
+from pgq_django.worker.executor import message_logger
+
+# The worker's lines about single messages (acks, lease extensions): shown from -v 3.
+MESSAGE_LOGGER = message_logger.name
 
 
 def _whole_number(value: str, minimum: int) -> int:
@@ -206,7 +210,12 @@ class Command(BaseCommand):
 
     def _configure_logging(self, verbosity: int) -> None:
         """``-v`` sets the worker's log level; its lines go to stderr unless the project's
-        LOGGING already gives ``pgq_django.worker`` (or an ancestor) a handler."""
+        LOGGING already gives ``pgq_django.worker`` (or an ancestor) a handler.
+
+        ``-v 2`` is DEBUG with a ``worker_summary`` line per interval; the lines written per
+        message (``pgq_django.worker.messages``) take ``-v 3``, so a busy worker at ``-v 2``
+        does not write a line for every message it handles.
+        """
         log = logging.getLogger("pgq_django.worker")
         if not log.hasHandlers():
             handler = logging.StreamHandler(sys.stderr)
@@ -214,6 +223,8 @@ class Command(BaseCommand):
             log.addHandler(handler)
             log.propagate = False
         log.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
+        per_message = logging.getLogger(MESSAGE_LOGGER)
+        per_message.setLevel(logging.DEBUG if verbosity >= 3 else logging.INFO)
 
 
 def _or(value: Any, default: Any) -> Any:
