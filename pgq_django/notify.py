@@ -34,6 +34,7 @@ polling stays the fallback, never the mechanism.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import os
@@ -429,15 +430,25 @@ class Hub:
 
 _hubs: dict[str, Hub] = {}
 _hubs_lock = threading.Lock()
+_closes_at_exit = False
 
 
 def hub(alias: str | None = None) -> Hub:
     """This process's hub for ``alias``, started on first use (and again after a fork)."""
+    global _closes_at_exit
     key = alias or settings.DATABASE
     with _hubs_lock:
         current = _hubs.get(key)
         if current is None or not current.alive:
             current = _hubs[key] = Hub(key)
+            if not _closes_at_exit:
+                # Close before the interpreter exits, quietly: otherwise the hub's thread
+                # sees its connection end (an embedded server stopping with its last
+                # process, as ``manage.py shell`` ends) and logs a lost connection and
+                # reconnects while the process is leaving. Registered after the settings
+                # attached to any embedded server, so this runs before that server stops.
+                atexit.register(close_all)
+                _closes_at_exit = True
         return current
 
 

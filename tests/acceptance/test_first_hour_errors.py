@@ -172,3 +172,46 @@ def test_a_worker_warns_at_start_of_a_handler_whose_queue_does_not_exist(
     assert worker.logged(f"Did you mean {typo_project['queue']!r}?")
     worker.terminate()
     worker.wait(timeout=30)
+
+
+# A project of its own: its settings start an embedded PostgreSQL in the project's folder,
+# which stops when its last process (here the shell) exits.
+OWN_SERVER_SETTINGS = """
+from pathlib import Path
+from pgq_django.testing import database_settings
+BASE_DIR = Path(__file__).resolve().parent
+SECRET_KEY = "tests-only-not-secret"
+USE_TZ = True
+INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "pgq_django"]
+DATABASES = {"default": database_settings(BASE_DIR / ".pgdata")}
+"""
+
+POLL_THEN_LEAVE = """
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+import pgq_django as pgq
+pgq.create_queue("emails")
+print("polled", pgq.read_with_poll("emails", max_poll_seconds=0.2))
+"""
+
+
+@pytest.mark.slow
+def test_leaving_the_shell_after_a_poll_closes_the_listening_connection_quietly(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "own_server_settings.py").write_text(OWN_SERVER_SETTINGS)
+    env = {k: v for k, v in subprocess_env().items() if not k.startswith(("PGQ_", "DATABASE_URL"))}
+    env.update(DJANGO_SETTINGS_MODULE="own_server_settings", PYTHONPATH=f"{tmp_path}:{ROOT}")
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "shell", "-c", POLL_THEN_LEAVE],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "polled []" in done.stdout  # the poll ran, so the process had a LISTEN connection
+    assert "notify_connection_lost" not in done.stderr
+    assert "notify_connect_failed" not in done.stderr
+    assert "Traceback" not in done.stderr
