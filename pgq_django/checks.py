@@ -61,6 +61,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         "SEND_BATCH_MAX_BYTES",
         "MAX_WAIT_SECONDS",
         "METRICS_EXACT_COUNT",
+        "REST_MAX_THREAD_WAITS",
     ):
         value = settings.as_dict().get(key)
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:

@@ -99,6 +99,10 @@ DEFAULTS: dict[str, Any] = {
     # Failed HTTP basic authentications allowed per client address and per username within
     # REST_AUTH_FAILURE_WINDOW seconds; past either, 429 with Retry-After (per process).
     "REST_AUTH_FAILURES_PER_ADDRESS": 100,
+    # Most long-polls one process lets wait at once while each holds a thread of its own (a
+    # WSGI server, Django's own ASGI handler); more answer 503 with Retry-After. Waits under
+    # pgq_django.asgi hold no thread and are not counted.
+    "REST_MAX_THREAD_WAITS": 50,
     "REST_AUTH_FAILURES_PER_USERNAME": 10,
     "REST_AUTH_FAILURE_WINDOW": 60.0,
     # Threads that hash basic-auth passwords, and how many more checks may wait for them
@@ -182,6 +186,7 @@ class PgqSettings:
     REST_AUTH_FAILURES_PER_USERNAME: int
     REST_AUTH_FAILURE_WINDOW: float
     REST_PASSWORD_THREADS: int
+    REST_MAX_THREAD_WAITS: int
     REST_PASSWORD_QUEUE: int
     PUBLIC_API_SCHEMA: bool
     METRICS_PERMISSION: str

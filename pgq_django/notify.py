@@ -13,16 +13,24 @@ loop they run. Forty threads or five hundred coroutines waiting cost one backend
 
 Which interests a notification wakes: every interest made without a ``group`` (each may
 filter differently, so each must look), and, among interests of the same queue that share
-a ``group`` (waiters that would lease the same messages: the REST long-poll groups by its
-label filter), only one — the longest-waiting one without an unconsumed wake-up. A
-notification stands for at least one newly committed message, so five hundred waiters on
-one queue no longer all race to lease one message (a thundering herd: 500 leases, 499
-empty, and the one that wins may come last). The woken waiter hands the wake-up on when it
-leaves (:func:`unregister`) after a full batch — more may be waiting: it wakes two, so a
-large batch fans out in about log2(N) rounds — or while it still holds a wake-up it has
-not consumed, so no message is left for the poll interval while a waiter of its group
-waits. Only the longest-waiting member of a group re-checks on the poll interval
-(:meth:`Hub.leads`), so the fallback costs one lease per group, not one per waiter.
+a ``group`` (the REST long-polls of a queue form one), only one. A notification stands for
+at least one newly committed message, so five hundred waiters on one queue no longer all
+race to lease one message (a thundering herd: 500 leases, 499 empty, and the one that wins
+may come last). The woken waiter hands the wake-up on when it leaves (:func:`unregister`)
+after a full batch — more may be waiting: it wakes two, so a large batch fans out in about
+log2(N) rounds — or while it still holds a wake-up it has not consumed, so no message is
+left for the poll interval while a waiter of its group waits. Only the longest-waiting
+member of a group (its head) re-checks on the poll interval (:meth:`Hub.leads`), so the
+fallback costs one lease per group, not one per waiter.
+
+Members of a group may filter differently: each carries a ``key`` (the REST long-poll's
+label filter), and a wake-up or a hand-over goes to a member of the right key. While all
+members share one key, a notification wakes the longest-waiting one without an unconsumed
+wake-up. With several keys, it wakes the head, which leases for its own key and then asks
+the database once which of the other keys have a visible message (:meth:`Hub.other_keys`,
+:meth:`Hub.wake_keys`); it does the same on its poll interval. So a thousand idle waiters
+with a thousand different labels cost one check per poll interval, as a thousand with one
+label do, instead of one lease per label.
 
 When the connection is lost the hub wakes every waiter (so each re-checks its queue, and
 meets the database error there if the server is really gone), reconnects with a growing
@@ -63,6 +71,8 @@ RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
 # batch of N messages reaches N waiters in about log2(N) rounds of leases, not N one after
 # the other, at the price of at most one empty lease per woken waiter.
 PASS_ON = 2
+# Any key, for Hub._next_in (a member's key may be None).
+_ANY = object()
 
 
 def connection_params(alias: str | None = None) -> dict[str, Any]:
@@ -149,12 +159,18 @@ class Interest:
     """
 
     def __init__(
-        self, hub: Hub, queues: frozenset[str], loop: Any = None, group: Any = None
+        self,
+        hub: Hub,
+        queues: frozenset[str],
+        loop: Any = None,
+        group: Any = None,
+        key: Any = None,
     ) -> None:
         self.hub = hub
         self.queues = queues
         self.loop: asyncio.AbstractEventLoop | None = loop
         self.group = group
+        self.key = key  # what this member of a group filters by (see the module docstring)
         self._event = threading.Event()
         self._aevent = asyncio.Event() if loop is not None else None
 
@@ -227,7 +243,8 @@ class Hub:
                     groups.setdefault(interest.group, {})[interest] = None
 
     def remove(self, interest: Interest, *, pass_on: bool = False) -> None:
-        """Unregister ``interest``; with ``pass_on``, wake the next waiter of its group."""
+        """Unregister ``interest``; with ``pass_on``, wake the next waiters of its group and
+        key."""
         targets: list[Interest] = []
         with self._lock:
             for queue in interest.queues:
@@ -248,12 +265,14 @@ class Hub:
                     del groups[interest.group]
                     if not groups:
                         del self._groups[queue]
-                elif pass_on:
-                    targets += self._next_in(members, PASS_ON)
-                elif led:
-                    # The new head takes over the fallback polling (see leads()).
+                    continue
+                if pass_on:
+                    targets += self._next_in(members, PASS_ON, key=interest.key)
+                if led:
+                    # The new head takes over the fallback polling (see leads()) and, in a
+                    # group of several keys, the checks for the others.
                     head = next(iter(members))
-                    if not head.pending:
+                    if not head.pending and head not in targets:
                         targets.append(head)
         for target in targets:
             target.wake()
@@ -276,6 +295,35 @@ class Hub:
                     return True
         return False
 
+    def other_keys(self, interest: Interest) -> set[Any]:
+        """The keys other members of ``interest``'s group wait with, besides its own: what
+        the group's head checks for when its own lease finds nothing."""
+        with self._lock:
+            return {
+                member.key
+                for queue in interest.queues
+                for member in self._groups.get(queue, {}).get(interest.group, ())
+                if member.key != interest.key
+            }
+
+    def wake_keys(self, interest: Interest, keys: Iterable[Any]) -> None:
+        """Wake, for each of ``keys``, the longest-waiting member of ``interest``'s group with
+        that key and no unconsumed wake-up (the head found messages for them)."""
+        targets: list[Interest] = []
+        with self._lock:
+            for queue in interest.queues:
+                members = self._groups.get(queue, {}).get(interest.group)
+                if members:
+                    for key in keys:
+                        targets += self._next_in(members, key=key)
+        for target in targets:
+            target.wake()
+
+    def groups(self) -> int:
+        """How many wake-up groups there are, counting a group once per queue."""
+        with self._lock:
+            return sum(len(groups) for groups in self._groups.values())
+
     def waiters(self) -> int:
         """How many interests are registered (each counted once)."""
         with self._lock:
@@ -286,16 +334,29 @@ class Hub:
             return len(found)
 
     @staticmethod
-    def _next_in(members: dict[Interest, None], count: int = 1) -> list[Interest]:
-        """The ``count`` longest-waiting members without a pending wake-up (fewer, or none,
-        if the others have one: each of those reads after the commit anyway)."""
+    def _next_in(
+        members: dict[Interest, None], count: int = 1, *, key: Any = _ANY
+    ) -> list[Interest]:
+        """The ``count`` longest-waiting members (with ``key``, when given) without a pending
+        wake-up (fewer, or none, if the others have one: each of those reads after the
+        commit anyway)."""
         found: list[Interest] = []
         for member in members:
-            if not member.pending:
+            if not member.pending and (key is _ANY or member.key == key):
                 found.append(member)
                 if len(found) == count:
                     break
         return found
+
+    @staticmethod
+    def _notified(members: dict[Interest, None]) -> list[Interest]:
+        """Whom a notification wakes in a group: its longest-waiting member without a
+        pending wake-up while all share one key; with several keys, the head, which checks
+        for the others (see the module docstring)."""
+        head = next(iter(members))
+        if any(member.key != head.key for member in members):
+            return [head]
+        return Hub._next_in(members)
 
     def _wake(self, queues: Iterable[str] | None) -> None:
         """Wake the interests in these queues (one per group), or every interest when
@@ -310,7 +371,7 @@ class Hub:
                 targets = {i for q in queues for i in self._interests.get(q, ())}
                 for q in queues:
                     for members in self._groups.get(q, {}).values():
-                        targets.update(self._next_in(members))
+                        targets.update(self._notified(members))
         for interest in targets:
             interest.wake()
 
@@ -489,20 +550,22 @@ async def ainterest(
 def register(
     queues: str | Iterable[str],
     *,
-    loop: asyncio.AbstractEventLoop,
+    loop: asyncio.AbstractEventLoop | None,
     group: Any,
+    key: Any = None,
     alias: str | None = None,
 ) -> Interest:
-    """Register a grouped interest for a waiter on ``loop`` (from any thread); the hub is
-    listening when this returns (or :data:`READY_TIMEOUT` has passed).
+    """Register a grouped interest for a waiter on ``loop`` (None: a thread), from any
+    thread; the hub is listening when this returns (or :data:`READY_TIMEOUT` has passed).
 
-    Waiters that share ``group`` on a queue are woken one per notification (see the module
-    docstring). The caller reads after this, waits with :meth:`Interest.await_wakeup`, and
-    must end with :func:`unregister`.
+    Waiters that share ``group`` on a queue are woken one per notification, a member of
+    ``key`` when the message is for that key (see the module docstring). The caller reads
+    after this, waits with :meth:`Interest.await_wakeup` (or :meth:`Interest.wait` on a
+    thread), and must end with :func:`unregister`.
     """
     names = frozenset([queues] if isinstance(queues, str) else queues)
     current = hub(alias)
-    registered = Interest(current, names, loop=loop, group=group)
+    registered = Interest(current, names, loop=loop, group=group, key=key)
     current.add(registered)
     current.wait_ready()
     return registered

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import models, transaction
@@ -57,6 +58,31 @@ class MessageQuerySet(models.QuerySet):
 
     def in_flight(self) -> MessageQuerySet:
         return self.filter(vt__gt=Now(), read_ct__gt=0)
+
+    def ready_labels(self, labels: Iterable[str | None]) -> set[str | None]:
+        """Which of ``labels`` a read of this queryset's queue would find a message for now
+        (``None`` stands for a read without a label filter: any visible message).
+
+        Leases nothing: a long-poll that waits for one label asks this on behalf of waiters
+        with other labels, in one or two queries however many labels there are. Needs
+        :meth:`for_queue`; a paused queue has nothing ready. A FIFO queue may answer a label
+        whose message is not yet its group's turn; the woken reader then finds nothing.
+        """
+        wanted = set(labels)
+        now = _ClockTimestamp()
+        ready = self.filter(
+            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now),
+            vt__lte=now,
+            queue__paused=False,
+        ).order_by()
+        found: set[str | None] = set()
+        if None in wanted and ready.exists():
+            found.add(None)
+        named = [label for label in wanted if label is not None]
+        if named:
+            rows = ready.filter(label__in=named).order_by().values_list("label", flat=True)
+            found.update(rows.distinct())
+        return found
 
     def lease(self, qty: int = 1, vt: Any = None) -> list[Any]:
         """Lease up to ``qty`` visible messages this queryset selects, for ``vt`` seconds.

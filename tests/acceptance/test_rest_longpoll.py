@@ -13,8 +13,10 @@ import asyncio
 import time
 
 import pytest
+import requests
 
 import pgq_django as pgq
+from tests.conftest import wait_until
 
 WAITERS = 500
 
@@ -107,3 +109,78 @@ def test_a_long_poll_that_finds_a_message_at_once_or_never_answers_like_a_plain_
 
     assert notify.hub().waiters() == 0  # (this process's hub; the server's is checked below)
     assert admin_api.get("/_test/waiters").json() == {"waiters": 0}
+
+
+def test_long_polls_with_a_hundred_labels_form_one_wakeup_group_and_each_gets_its_label(
+    make_user, live_url
+):
+    """Idle waiters cost one check per poll interval whatever their labels: the server's
+    hub holds one group for the queue; a send still reaches the waiter of its label, and a
+    message that becomes visible without a notification is found by the group's head for
+    the waiter of its label."""
+    import aiohttp
+    from django.db import connections
+    from rest_framework.authtoken.models import Token
+
+    from tests.conftest import time_passes
+
+    user = make_user(is_staff=True, is_superuser=True)
+    token = Token.objects.create(user=user).key
+    pgq.create_queue("q_labels")
+
+    def in_thread(call, *args, **kwargs):
+        def run():
+            try:
+                return call(*args, **kwargs)
+            finally:
+                connections.close_all()
+
+        return asyncio.to_thread(run)
+
+    async def scenario() -> None:
+        headers = {"Authorization": f"Token {token}"}
+        async with aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0),
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=120),
+        ) as http:
+
+            async def long_poll(label: str) -> list[dict]:
+                url = f"{live_url}/v1/queues/q_labels/messages?wait_seconds=20&label={label}"
+                async with http.get(url) as response:
+                    assert response.status == 200, await response.text()
+                    return (await response.json())["data"]
+
+            async def hub() -> dict:
+                async with http.get(f"{live_url}/_test/wakeup_groups") as response:
+                    return await response.json()
+
+            polls = {n: asyncio.create_task(long_poll(f"l{n}")) for n in range(100)}
+            deadline = time.monotonic() + 60
+            while (await hub())["waiters"] < 100:
+                assert time.monotonic() < deadline, "the long-polls never all waited"
+                await asyncio.sleep(0.05)
+            assert (await hub())["groups"] == 1
+
+            await in_thread(pgq.send, "q_labels", "for 42", label="l42")
+            got = await asyncio.wait_for(polls.pop(42), 15)
+            assert [(m["body"], m["label"]) for m in got] == [("for 42", "l42")]
+
+            # Delayed: no notification when it becomes visible; the head's check finds it.
+            await in_thread(pgq.send, "q_labels", "for 7", label="l7", delay=3600)
+            await in_thread(time_passes, "q_labels", 3600)
+            got = await asyncio.wait_for(polls.pop(7), 15)
+            assert [(m["body"], m["label"]) for m in got] == [("for 7", "l7")]
+            assert not any(p.done() for p in polls.values())
+            for poll in polls.values():
+                poll.cancel()
+            await asyncio.gather(*polls.values(), return_exceptions=True)
+
+    asyncio.run(scenario())
+    wait_until(
+        lambda: (
+            requests.get(f"{live_url}/_test/wakeup_groups", timeout=10).json()
+            == {"groups": 0, "waiters": 0}
+        ),
+        what="the server to drop the cancelled long-polls",
+    )

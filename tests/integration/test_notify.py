@@ -214,3 +214,66 @@ def test_groups_are_separate_and_ungrouped_interests_always_lead(queue_name, loo
     finally:
         notify.unregister(labelled)
         notify.unregister(plain)
+
+
+# Members of one group with different keys (the REST long-polls of a queue, by label) ------
+
+
+def test_a_group_of_several_keys_wakes_only_its_head_which_checks_for_the_others(
+    queue_name, make_queue, loop
+):
+    pgq.create_queue(queue_name)
+    marker = make_queue().name
+    assert notify.hub().wait_ready()
+    hub = notify.hub()
+    waiters = [
+        notify.register(queue_name, loop=loop, group="rest", key=f"l{n}") for n in range(100)
+    ]
+    try:
+        assert hub.groups() == 1
+        assert [hub.leads(w) for w in waiters].count(True) == 1 and hub.leads(waiters[0])
+        assert hub.other_keys(waiters[0]) == {f"l{n}" for n in range(1, 100)}
+        with notify.interest(marker) as marked:
+            pgq.send(queue_name, 1, label="l42")
+            pgq.send(marker, 1)
+            assert marked.wait(20)
+        # One wake-up, the head's, not one per label.
+        assert [w.pending for w in waiters] == [True] + [False] * 99
+        # The head looks for the others: it wakes the longest waiter of each ready label.
+        hub.wake_keys(waiters[0], {"l42", "l7"})
+        assert [n for n, w in enumerate(waiters) if w.pending] == [0, 7, 42]
+    finally:
+        for waiter in waiters:
+            notify.unregister(waiter)
+    assert hub.groups() == 0 and hub.waiters() == 0
+
+
+def test_one_key_still_wakes_one_member_and_a_hand_over_stays_with_its_key(queue_name, loop):
+    a1, b1, a2, b2, a3 = (
+        notify.register(queue_name, loop=loop, group="rest", key=key)
+        for key in ("a", "b", "a", "b", "a")
+    )
+    hub = notify.hub()
+    # a1 leaves with a full batch: the next two "a" waiters look, and b1, the new head,
+    # is woken to take over polling and the checks.
+    notify.unregister(a1, full_batch=True)
+    assert (b1.pending, a2.pending, b2.pending, a3.pending) == (True, True, False, True)
+    for waiter in (b1, a2, b2, a3):
+        notify.unregister(waiter)
+    assert hub.waiters() == 0
+
+
+def test_ready_labels_names_the_labels_a_read_would_find_without_leasing(queue_name):
+    from pgq_django.models import Message
+
+    pgq.create_queue(queue_name)
+    pgq.send(queue_name, "ready", label="a")
+    pgq.send(queue_name, "later", label="b", delay=3600)
+    pgq.send(queue_name, "leased", label="c")
+    assert [m.label for m in pgq.read(queue_name, vt=3600, filters={"label": "c"})] == ["c"]
+    ready = Message.objects.for_queue(queue_name)
+    assert ready.ready_labels(["a", "b", "c", "d"]) == {"a"}
+    assert ready.ready_labels(["b", None]) == {None}
+    assert pgq.metrics(queue_name).in_flight == 1  # nothing leased by asking
+    pgq.pause_queue(queue_name)
+    assert ready.ready_labels(["a", None]) == set()

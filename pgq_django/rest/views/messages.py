@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import math
 import re
+import threading
 import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.db import connections, transaction
 from django.http import HttpRequest
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
@@ -33,6 +35,7 @@ from ... import notify
 from ...api.validation import is_ascii_digits
 from ...conf import settings
 from ...exceptions import InvalidArgument, MessageNotFound, PermissionDenied, StaleReceipt
+from ...models import Message
 from .. import serializers as s
 from ..permissions import require_queue
 from .base import AsyncPgqView, PgqView, Wait, no_content
@@ -188,12 +191,6 @@ class MessagesView(AsyncPgqView):
         wait = query.get("wait_seconds", 0)
         if wait <= 0:
             return consumed(queue, pgq.read(queue, **options), limit)
-        if self.loop is None:  # served synchronously (WSGI): this thread waits
-            interval = int(settings.REST_POLL_INTERVAL * 1000)
-            found = pgq.read_with_poll(
-                queue, max_poll_seconds=wait, poll_interval_ms=interval, **options
-            )
-            return consumed(queue, found, limit)
         return LongPoll(self.loop, queue, options, wait).start()
 
     @extend_schema(
@@ -221,46 +218,169 @@ def consumed(queue: str, found: list[Any], limit: int) -> Response:
     return Response({"data": [s.message_json(m, queue) for m in found], "limit": limit})
 
 
+class TooManyWaits(drf.APIException):
+    """503: this process already has ``PGQ["REST_MAX_THREAD_WAITS"]`` long-polls waiting on
+    threads of their own; the client should try again shortly (``Retry-After``)."""
+
+    status_code = 503
+    default_code = "too_many_waits"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"This server already holds {limit} waiting long-polls "
+            "(PGQ['REST_MAX_THREAD_WAITS']); try again shortly, or consume without "
+            "wait_seconds."
+        )
+        self.wait = max(1, math.ceil(settings.REST_POLL_INTERVAL))
+
+
+class ThreadWaits:
+    """How many long-polls of this process wait while holding a thread of their own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def acquire(self) -> bool:
+        """Take a place, or False when ``PGQ["REST_MAX_THREAD_WAITS"]`` are taken."""
+        with self._lock:
+            if self.count >= settings.REST_MAX_THREAD_WAITS:
+                return False
+            self.count += 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self.count -= 1
+
+
+thread_waits = ThreadWaits()
+
+# The threads of pgq_django.asgi's pool are named so; each serves many requests.
+SHARED_THREAD_PREFIX = "pgq-asgi-"
+
+
+def holds_own_thread() -> bool:
+    """Whether the calling thread serves this request alone, until it ends: a WSGI server's
+    request thread, or the thread Django's own ASGI handler gives each request — not one of
+    the threads :mod:`pgq_django.asgi` shares among all requests."""
+    return not threading.current_thread().name.startswith(SHARED_THREAD_PREFIX)
+
+
+def release_connections() -> None:
+    """Close this thread's database connections that hold no transaction open.
+
+    A long-poll waiting on a thread of its own would otherwise keep its connection for the
+    whole wait: a hundred waits, a hundred idle backends, and PostgreSQL's
+    ``max_connections`` reached for the whole site. The next lease reconnects (or takes a
+    connection from Django's pool).
+    """
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close()
+
+
 class LongPoll:
-    """A consume that waits for the queue's NOTIFY on the event loop.
+    """A consume that waits for the queue's NOTIFY.
 
     :meth:`start` runs on the request's thread: it registers for wake-ups first (so a send
-    committed after the lease below cannot be missed) and leases once; with nothing found
-    it answers a :class:`Wait`. Waiters with the same label filter form one wake-up group
-    (:mod:`pgq_django.notify`): a send wakes one of them, not all, and a waiter that leaves
-    with a full batch hands the wake-up on.
+    committed after the lease below cannot be missed) and leases once. With nothing found,
+    it answers a :class:`Wait` that waits on the event loop, or waits on this thread when
+    the request has no event loop.
+
+    Every long-poll of a queue joins one wake-up group (:mod:`pgq_django.notify`), keyed by
+    its label filter: a send wakes one waiter, not all, and a waiter that leaves with a full
+    batch hands the wake-up on. Only the group's head re-checks on the poll interval, and
+    after its own empty lease it asks once which of the other waiters' labels have a
+    visible message (:meth:`~pgq_django.managers.queryset.MessageQuerySet.ready_labels`),
+    waking one waiter of each: idle waiters cost one check per interval however many
+    labels they wait for.
+
+    A wait that holds a thread of its own (see :func:`holds_own_thread`) closes the thread's
+    database connections while it waits and counts against ``PGQ["REST_MAX_THREAD_WAITS"]``
+    (503 beyond it); under :mod:`pgq_django.asgi` a wait holds neither.
     """
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, queue: str, options: dict[str, Any], wait: float
+        self,
+        loop: asyncio.AbstractEventLoop | None,
+        queue: str,
+        options: dict[str, Any],
+        wait: float,
     ) -> None:
         self.queue = queue
         self.options = options
         self.limit = options["qty"]
         self.deadline = time.monotonic() + wait
+        self.own_thread = holds_own_thread()
+        self.counted = False
         label = (options["filters"] or {}).get("label")
-        self.interest = notify.register(queue, loop=loop, group=("rest-label", label))
+        self.interest = notify.register(queue, loop=loop, group="rest", key=label)
 
     def start(self) -> Response | Wait:
         try:
-            found = pgq.read(self.queue, **self.options)
+            found = self.look()
+            if not found and self.own_thread:
+                if not thread_waits.acquire():
+                    raise TooManyWaits(settings.REST_MAX_THREAD_WAITS)
+                self.counted = True
+                release_connections()
         except BaseException:
-            notify.unregister(self.interest)
+            self.cancel()
             raise
         if found:
             return self.done(found)
+        if self.interest.loop is None:
+            return self.wait_here()
         return Wait(self.run, self.cancel)
+
+    def look(self) -> list[Any]:
+        """Lease for this waiter; when it leads its group and finds nothing, wake the
+        waiters of the other labels that have a visible message."""
+        found: list[Any] = pgq.read(self.queue, **self.options)
+        hub = self.interest.hub
+        if not found and hub.leads(self.interest):
+            others = hub.other_keys(self.interest)
+            if others:
+                messages = Message.objects.db_manager(settings.DATABASE)
+                hub.wake_keys(self.interest, messages.for_queue(self.queue).ready_labels(others))
+        return found
+
+    def pause(self, remaining: float) -> float:
+        """How long to wait for a wake-up: the poll interval for the group's head (the
+        fallback for messages that become visible without a notification), else the rest
+        of the wait."""
+        if self.interest.hub.leads(self.interest):
+            return min(settings.REST_POLL_INTERVAL, remaining)
+        return remaining
+
+    def look_and_release(self) -> list[Any]:
+        found = self.look()
+        if not found and self.own_thread:
+            release_connections()
+        return found
 
     async def run(self) -> Response:
         try:
-            lease = sync_to_async(pgq.read, thread_sensitive=True)
-            interval = settings.REST_POLL_INTERVAL
+            lease = sync_to_async(self.look_and_release, thread_sensitive=True)
             found: list[Any] = []
             while (remaining := self.deadline - time.monotonic()) > 0:
-                # Only the group's head polls as a fallback; the others wait to be woken.
-                poll = interval if self.interest.hub.leads(self.interest) else remaining
-                await self.interest.await_wakeup(min(poll, remaining))
-                found = await lease(self.queue, **self.options)
+                await self.interest.await_wakeup(self.pause(remaining))
+                found = await lease()
+                if found:
+                    break
+        except BaseException:
+            self.cancel()
+            raise
+        return self.done(found)
+
+    def wait_here(self) -> Response:
+        """The wait of a request served without an event loop, on its thread."""
+        try:
+            found: list[Any] = []
+            while (remaining := self.deadline - time.monotonic()) > 0:
+                self.interest.wait(self.pause(remaining))
+                found = self.look_and_release()
                 if found:
                     break
         except BaseException:
@@ -269,11 +389,17 @@ class LongPoll:
         return self.done(found)
 
     def done(self, found: list[Any]) -> Response:
-        notify.unregister(self.interest, full_batch=len(found) >= self.limit)
+        self.leave(full_batch=len(found) >= self.limit)
         return consumed(self.queue, found, self.limit)
 
     def cancel(self) -> None:
-        notify.unregister(self.interest)
+        self.leave(full_batch=False)
+
+    def leave(self, *, full_batch: bool) -> None:
+        if self.counted:
+            self.counted = False
+            thread_waits.release()
+        notify.unregister(self.interest, full_batch=full_batch)
 
 
 class AckView(PgqView):
