@@ -215,3 +215,23 @@ def test_leaving_the_shell_after_a_poll_closes_the_listening_connection_quietly(
     assert "notify_connection_lost" not in done.stderr
     assert "notify_connect_failed" not in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_malformed_database_url_names_the_setting_and_not_the_password() -> None:
+    """The settings read DATABASE_URL (``database_settings``); a typo in it stops the command
+    with a message that names the setting, and the password appears nowhere in the output."""
+    secret = "Hunter2xyz"
+    env = {k: v for k, v in subprocess_env().items() if k != "PGQ_USE_TEST_DB"}
+    env["DATABASE_URL"] = f"postgresql://app:{secret}%zz@db.internal/shop"
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    output = done.stdout + done.stderr
+    assert "DATABASE_URL is not a valid PostgreSQL connection string" in output
+    assert secret not in output and "%zz" not in output
