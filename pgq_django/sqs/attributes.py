@@ -107,7 +107,14 @@ def _redrive(call: Call, value: str, *, fifo: bool) -> dict[str, Any]:
     try:
         dlq = pgq.get_queue(name)
     except pgq.QueueNotFound:
-        raise _bad_value("RedrivePolicy", value, "Dead letter target does not exist.") from None
+        dlq = None
+    # A queue the caller has no right on is answered as a missing one, before anything
+    # about it (its type) is said.
+    if dlq is None or not (
+        access.may(call.user, "write", dlq)
+        or access.visible_queues(call.user).filter(pk=dlq.pk).exists()
+    ):
+        raise _bad_value("RedrivePolicy", value, "Dead letter target does not exist.")
     if dlq.fifo != fifo:
         raise _bad_value(
             "RedrivePolicy",

@@ -4,6 +4,10 @@ Each action takes a :class:`~.params.Call` and answers the JSON object SQS answe
 (:mod:`pgq_django.access`): looking a queue up, reading its attributes and tags needs any
 right on it; changing, tagging, purging, deleting and redriving needs ``manage``; creating
 a queue needs Django's ``pgq_django.add_queue`` permission (the creator owns the queue).
+
+A caller with no right at all on a queue gets the answer a missing queue gets, word for
+word, so no action tells them whether it exists; a caller with some right on it but not
+the one an action needs gets AccessDenied.
 """
 
 from __future__ import annotations
@@ -25,11 +29,18 @@ _QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
 MAX_LIST = 1000
 
 
+def sees(user: Any, queue: Any) -> bool:
+    """Whether ``user`` has any right on ``queue`` (one query at most; none for the owner or
+    a superuser)."""
+    return access.may(user, "read", queue) or (
+        access.visible_queues(user).filter(pk=queue.pk).exists()
+    )
+
+
 def require_any_right(user: Any, queue: Any) -> None:
-    if access.may(user, "read", queue):  # no query for the owner or a superuser
-        return
-    if not access.visible_queues(user).filter(pk=queue.pk).exists():
-        access.require(user, "read", queue)  # raises PermissionDenied with a clear message
+    """Raise what a missing queue raises unless ``user`` has some right on ``queue``."""
+    if not sees(user, queue):
+        raise pgq.QueueNotFound.for_name(queue.name)
 
 
 def get_queue(call: Call, right: str | None, name: str | None = None) -> Any:
@@ -45,8 +56,9 @@ def get_queue(call: Call, right: str | None, name: str | None = None) -> Any:
     queue = pgq.get_queue(name if name is not None else call.queue_name())
     if right is None:
         require_any_right(call.user, queue)
-    else:
-        access.require(call.user, right, queue)
+    elif not access.may(call.user, right, queue):
+        require_any_right(call.user, queue)  # no right at all: as if there were no queue
+        access.require(call.user, right, queue)  # some right, not this one: AccessDenied
     return queue
 
 
@@ -69,8 +81,14 @@ def create_queue(call: Call) -> dict[str, Any]:
         existing = pgq.get_queue(name)
     except pgq.QueueNotFound:
         existing = None
+    if existing is not None and not sees(call.user, existing):
+        # Names are the site's, so a name someone else's queue holds cannot be created:
+        # say only that (a user who may not create queues hears what they hear for any
+        # name), never the queue's URL or whether its attributes match.
+        if not access.may_create_queues(call.user):
+            raise _may_not_create()
+        raise SqsError("QueueAlreadyExists", f"A queue named {name} already exists.")
     if existing is not None:
-        require_any_right(call.user, existing)
         if attributes.matches(call, existing, wanted):
             return {"QueueUrl": call.queue_url(name)}
         raise SqsError(
@@ -78,9 +96,7 @@ def create_queue(call: Call) -> dict[str, Any]:
             f"A queue named {name} already exists with different attributes.",
         )
     if not access.may_create_queues(call.user):
-        raise pgq.PermissionDenied(
-            "Creating queues needs the pgq_django.add_queue permission.", right="add_queue"
-        )
+        raise _may_not_create()
     changes = attributes.queue_changes(call, wanted, fifo=fifo, creating=True)
     pgq.create_queue(
         name,
@@ -90,6 +106,12 @@ def create_queue(call: Call) -> dict[str, Any]:
         **{**attributes.CREATE_DEFAULTS, **changes},
     )
     return {"QueueUrl": call.queue_url(name)}
+
+
+def _may_not_create() -> pgq.PermissionDenied:
+    return pgq.PermissionDenied(
+        "Creating queues needs the pgq_django.add_queue permission.", right="add_queue"
+    )
 
 
 def get_queue_url(call: Call) -> dict[str, Any]:

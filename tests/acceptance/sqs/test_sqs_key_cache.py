@@ -21,6 +21,9 @@ from .test_sqs_security import _code, _post, _signed
 
 pytestmark = pytest.mark.slow
 
+# What a caller left with no right at all on a queue hears: what a missing queue answers.
+NO_SUCH_QUEUE = "AWS.SimpleQueueService.NonExistentQueue"
+
 
 def _name(url: str) -> str:
     return url.rsplit("/", 1)[1]
@@ -117,7 +120,7 @@ def test_a_superuser_demoted_after_use_loses_rights_on_others_queues_at_once(
     admin.receive_message(QueueUrl=url, VisibilityTimeout=0)  # another's queue: as superuser
     admin_user.is_superuser = False
     admin_user.save(update_fields=["is_superuser"])
-    _hot_actions_refused(admin, url, "AccessDenied")
+    _hot_actions_refused(admin, url, NO_SUCH_QUEUE)
 
 
 def test_a_grant_withdrawn_after_use_is_denied_at_once(owned, client_for, make_user):
@@ -128,7 +131,7 @@ def test_a_grant_withdrawn_after_use_is_denied_at_once(owned, client_for, make_u
     client = client_for(grantee)
     client.receive_message(QueueUrl=url, VisibilityTimeout=0)
     pgq.revoke_queue_access(name, grantee)
-    _hot_actions_refused(client, url, "AccessDenied")
+    _hot_actions_refused(client, url, NO_SUCH_QUEUE)
 
 
 def test_leaving_the_group_that_held_the_grant_is_denied_at_once(owned, client_for, make_user):
@@ -151,7 +154,7 @@ def test_leaving_the_group_that_held_the_grant_is_denied_at_once(owned, client_f
                 QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
             )
     member.groups.remove(team)
-    _hot_actions_refused(client, url, "AccessDenied")
+    _hot_actions_refused(client, url, NO_SUCH_QUEUE)
 
 
 def test_the_wrong_secret_for_a_key_in_use_is_refused_and_the_right_one_still_works(

@@ -122,40 +122,93 @@ def test_a_request_signed_fourteen_minutes_ago_is_still_accepted(sqs, new_name, 
     assert name in _queue_names()
 
 
-def test_without_a_grant_every_action_is_access_denied_and_changes_nothing(
-    client_for, make_user, queue_url
-):
-    stranger = client_for(make_user(creator=False))
-    name = _name(queue_url)
-    handle = pgq.read(name, vt=0)[0].receipt
-    calls: list[tuple[str, dict[str, Any]]] = [
+def _calls_on(name: str, url: str, handle: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every action on one queue, as a caller would make it."""
+    arn = f"arn:aws:sqs:eu-west-1:{url.rsplit('/', 2)[1]}:{name}"
+    entry = [{"Id": "1", "ReceiptHandle": handle}]
+    return [
         ("get_queue_url", {"QueueName": name}),
-        ("get_queue_attributes", {"QueueUrl": queue_url, "AttributeNames": ["All"]}),
-        ("set_queue_attributes", {"QueueUrl": queue_url, "Attributes": {"DelaySeconds": "9"}}),
-        ("send_message", {"QueueUrl": queue_url, "MessageBody": "intruder"}),
-        (
-            "send_message_batch",
-            {"QueueUrl": queue_url, "Entries": [{"Id": "1", "MessageBody": "x"}]},
-        ),
-        ("receive_message", {"QueueUrl": queue_url}),
-        ("delete_message", {"QueueUrl": queue_url, "ReceiptHandle": str(handle)}),
+        ("get_queue_attributes", {"QueueUrl": url, "AttributeNames": ["All"]}),
+        ("set_queue_attributes", {"QueueUrl": url, "Attributes": {"DelaySeconds": "9"}}),
+        ("send_message", {"QueueUrl": url, "MessageBody": "intruder"}),
+        ("send_message_batch", {"QueueUrl": url, "Entries": [{"Id": "1", "MessageBody": "x"}]}),
+        ("receive_message", {"QueueUrl": url}),
+        ("delete_message", {"QueueUrl": url, "ReceiptHandle": handle}),
+        ("delete_message_batch", {"QueueUrl": url, "Entries": entry}),
         (
             "change_message_visibility",
-            {"QueueUrl": queue_url, "ReceiptHandle": str(handle), "VisibilityTimeout": 60},
+            {"QueueUrl": url, "ReceiptHandle": handle, "VisibilityTimeout": 60},
         ),
-        ("purge_queue", {"QueueUrl": queue_url}),
-        ("tag_queue", {"QueueUrl": queue_url, "Tags": {"x": "y"}}),
-        ("list_queue_tags", {"QueueUrl": queue_url}),
-        ("delete_queue", {"QueueUrl": queue_url}),
+        (
+            "change_message_visibility_batch",
+            {"QueueUrl": url, "Entries": [{**entry[0], "VisibilityTimeout": 5}]},
+        ),
+        ("purge_queue", {"QueueUrl": url}),
+        ("tag_queue", {"QueueUrl": url, "Tags": {"x": "y"}}),
+        ("untag_queue", {"QueueUrl": url, "TagKeys": ["x"]}),
+        ("list_queue_tags", {"QueueUrl": url}),
+        ("list_dead_letter_source_queues", {"QueueUrl": url}),
+        ("start_message_move_task", {"SourceArn": arn}),
+        ("delete_queue", {"QueueUrl": url}),
+        ("create_queue", {"QueueName": name}),
     ]
-    for method, kwargs in calls:
-        with pytest.raises(ClientError) as caught:
-            getattr(stranger, method)(**kwargs)
-        assert (_code(caught), _status(caught)) == ("AccessDenied", 403), method
+
+
+def _answer(client: Any, method: str, kwargs: dict[str, Any]) -> tuple[int, str, str]:
+    with pytest.raises(ClientError) as caught:
+        getattr(client, method)(**kwargs)
+    return _status(caught), _code(caught), str(caught.value.response["Error"]["Message"])
+
+
+def test_without_any_right_a_queue_is_answered_as_a_missing_one_and_nothing_changes(
+    client_for, make_user, queue_url, new_name
+):
+    stranger = client_for(make_user(creator=False))
+    name, missing = _name(queue_url), new_name()
+    missing_url = queue_url.replace(name, missing)
+    handle = str(pgq.read(name, vt=0)[0].receipt)
+    for (method, kwargs), (_, missing_kwargs) in zip(
+        _calls_on(name, queue_url, handle), _calls_on(missing, missing_url, handle), strict=True
+    ):
+        status, code, message = _answer(stranger, method, kwargs)
+        # Word for word what the same call on a queue that does not exist answers.
+        assert (status, code, message.replace(name, missing)) == _answer(
+            stranger, method, missing_kwargs
+        ), method
+        assert code in (
+            "AWS.SimpleQueueService.NonExistentQueue",
+            "ResourceNotFoundException",
+            "AccessDenied",  # CreateQueue without the add_queue permission, for any name
+        ), method
+    # A queue of the stranger's pointing its RedrivePolicy at it: "does not exist" as well.
+    maker = client_for(make_user())
+    own = maker.create_queue(QueueName=new_name())["QueueUrl"]
+    answers = []
+    for target in (name, missing):
+        policy = {"deadLetterTargetArn": f"arn:aws:sqs:eu-west-1:000000000000:{target}"}
+        attributes = {"RedrivePolicy": json.dumps({**policy, "maxReceiveCount": 3})}
+        status, code, message = _answer(
+            maker, "set_queue_attributes", {"QueueUrl": own, "Attributes": attributes}
+        )
+        answers.append((status, code, message.replace(target, "<dlq>")))
+    assert answers[0] == answers[1]
+    assert answers[0][:2] == (400, "InvalidAttributeValue")
     queue = pgq.get_queue(name)
     assert (queue.delivery_delay, queue.tags) == (0, {})
     assert [m.message for m in pgq.read(name, qty=10)] == ["kept"]
     assert stranger.list_queues().get("QueueUrls", []) == []
+    assert pgq.get_queue(_name(own)).dead_letter_queue_id is None
+
+
+def test_creating_a_name_another_user_s_queue_holds_says_only_that_it_exists(
+    client_for, make_user, queue_url
+):
+    owner = pgq.get_queue(_name(queue_url)).owner
+    creator = client_for(make_user())
+    status, code, message = _answer(creator, "create_queue", {"QueueName": _name(queue_url)})
+    assert (status, code) == (400, "QueueAlreadyExists")
+    assert queue_url not in message
+    assert pgq.get_queue(_name(queue_url)).owner == owner
 
 
 def test_grants_limit_each_user_to_their_rights(client_for, make_user, queue_url):
