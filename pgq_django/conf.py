@@ -44,6 +44,9 @@ DEFAULTS: dict[str, Any] = {
     # Longest wait of read_with_poll (max_poll_seconds) and of a send waiting for room under
     # max_length (wait=); SQS long polls stop at 20 seconds too.
     "MAX_WAIT_SECONDS": 20,
+    # Take the shortcuts of pgq_django.seams through Django's and asgiref's internals on the
+    # hot paths (each falls back to the public API when not detected). False: public API only.
+    "FAST_PATHS": True,
     # Let a process start its background services on demand (the counter flusher and the
     # trailing wake-ups of throttled sends: docs/operations.md). False: no thread is started;
     # each send and ack writes its counter row and notifies in its own statement.
@@ -96,13 +99,13 @@ DEFAULTS: dict[str, Any] = {
     # re-checks its queue without a notification (delays, expired leases).
     "REST_MAX_WAIT_SECONDS": 20,
     "REST_POLL_INTERVAL": 2.0,
-    # Failed HTTP basic authentications allowed per client address and per username within
-    # REST_AUTH_FAILURE_WINDOW seconds; past either, 429 with Retry-After (per process).
-    "REST_AUTH_FAILURES_PER_ADDRESS": 100,
     # Most long-polls one process lets wait at once while each holds a thread of its own (a
     # WSGI server, Django's own ASGI handler); more answer 503 with Retry-After. Waits under
     # pgq_django.asgi hold no thread and are not counted.
     "REST_MAX_THREAD_WAITS": 50,
+    # Failed HTTP basic authentications allowed per client address and per username within
+    # REST_AUTH_FAILURE_WINDOW seconds; past either, 429 with Retry-After (per process).
+    "REST_AUTH_FAILURES_PER_ADDRESS": 100,
     "REST_AUTH_FAILURES_PER_USERNAME": 10,
     "REST_AUTH_FAILURE_WINDOW": 60.0,
     # Threads that hash basic-auth passwords, and how many more checks may wait for them
@@ -167,6 +170,7 @@ class PgqSettings:
     LISTEN_CONNECTION: dict[str, Any] | None
     NOTIFY_INTERVAL: float
     BACKGROUND_SERVICES: bool
+    FAST_PATHS: bool
     PARTITION_SIZE: int
     PARTITION_PREMAKE: int
     LIVE_PARTITION_STORAGE: dict[str, float | int | bool]
@@ -182,11 +186,11 @@ class PgqSettings:
     REST_MAX_LIMIT: int
     REST_MAX_WAIT_SECONDS: float
     REST_POLL_INTERVAL: float
+    REST_MAX_THREAD_WAITS: int
     REST_AUTH_FAILURES_PER_ADDRESS: int
     REST_AUTH_FAILURES_PER_USERNAME: int
     REST_AUTH_FAILURE_WINDOW: float
     REST_PASSWORD_THREADS: int
-    REST_MAX_THREAD_WAITS: int
     REST_PASSWORD_QUEUE: int
     PUBLIC_API_SCHEMA: bool
     METRICS_PERMISSION: str

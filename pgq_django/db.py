@@ -28,8 +28,6 @@ connection of :mod:`pgq_django.notify`.
 from __future__ import annotations
 
 import os
-import threading
-from asyncio import _get_running_loop
 from collections import namedtuple
 from typing import Any
 
@@ -39,7 +37,7 @@ from psycopg.sql import Composable
 from psycopg.types.datetime import TimestamptzLoader
 from psycopg.types.json import JsonbBinaryLoader, JsonbLoader
 
-from . import server_functions
+from . import seams, server_functions
 from .conf import settings
 
 _EMPTY_OBJECT = b"\x01{}"
@@ -192,27 +190,9 @@ def _configure(raw: Any, pid: int) -> dict[Any, _PreparingCursor | _CallCursor]:
 
 
 def django_connection(alias: str | None = None) -> Any:
-    """``django.db.connections[alias]`` (``PGQ["DATABASE"]`` by default), found cheaply.
-
-    Django keeps a thread's connections in asgiref's thread-critical ``Local``, which asks
-    ``asyncio.get_running_loop()`` on every lookup and, in a thread without an event loop
-    (where the API runs), catches the RuntimeError it raises: an exception per lookup, and
-    an API call made three or four. In such a thread that ``Local`` keeps the connections
-    in a plain ``threading.local``, which this reads directly; anything else (a running
-    event loop, a connection not made yet, another asgiref) goes through
-    ``connections[alias]``, so the answer is always Django's own.
-    """
-    alias = alias or settings.DATABASE
-    if _get_running_loop() is None:
-        storage = getattr(getattr(connections, "_connections", None), "_storage", None)
-        if type(storage) is _THREAD_LOCAL:
-            found = getattr(storage, alias, None)
-            if found is not None:
-                return found
-    return connections[alias]
-
-
-_THREAD_LOCAL = threading.local
+    """``django.db.connections[alias]`` (``PGQ["DATABASE"]`` by default), found cheaply
+    (:func:`pgq_django.seams.connection`)."""
+    return seams.connection(alias or settings.DATABASE)
 
 
 def _inner_cursor(
@@ -232,8 +212,8 @@ def _inner_cursor(
     if raw is not None and getattr(raw, "_pgq_pid", pid) != pid:
         _abandon(db)  # set up by the process we were forked from (see _abandon)
         raw = None
-    if raw is not None and db.health_check_enabled and not db.health_check_done:
-        db.close_if_health_check_failed()
+    if raw is not None and db.health_check_enabled:
+        db.close_if_health_check_failed()  # once per request cycle: Django keeps count
         raw = db.connection
     if raw is None:
         db.ensure_connection()
@@ -296,24 +276,21 @@ def _fetch(
     """Run a statement and fetch its result: (cursor, rows or first row or rowcount, fixed).
 
     ``how``: :data:`_ONE`, :data:`_ALL` or :data:`_COUNT`. ``fixed`` says whether the text
-    is a prepared constant (its row type can be cached). With no ``execute_wrapper`` hook
-    installed and no query logging, the statement skips Django's ``CursorWrapper`` and does
-    exactly what its ``execute`` and ``fetch*`` would do around psycopg: refuse to run in a
+    is a prepared constant (its row type can be cached). Where nothing would see the
+    difference (no ``execute_wrapper`` hook, no query logging, shortcuts on: see
+    :func:`pgq_django.seams.may_skip_cursor_wrapper`) the statement runs on the driver's
+    cursor directly and this does what Django's wrapper would around it: refuse to run in a
     broken atomic block, and turn a driver error into Django's (marking the connection as
-    errored, as :class:`~django.db.utils.DatabaseErrorWrapper` does). Building that wrapper
-    and going through its layers was a large share of the runner's time for a single send.
-    With hooks or logging (``DEBUG``, ``CaptureQueriesContext``,
-    ``connection.execute_wrapper``) every statement goes through the wrapper as before, so
-    they see it.
+    errored). Otherwise every statement goes through Django's wrapper, so hooks and query
+    logs see it.
     """
     db, inner, text, key = _inner_cursor(statement, alias, prepare, True)
-    if db.execute_wrappers or db.queries_logged:
+    if seams.may_skip_cursor_wrapper(db):
+        seams.refuse_in_broken_transaction(db)
+        cursor = inner
+    else:
         cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
         cursor.execute(text, params)
-    else:
-        if db.needs_rollback:
-            db.validate_no_broken_transaction()
-        cursor = inner
     try:
         if cursor is inner:
             _EXECUTE(inner, text, params, prepare=inner._pgq_prepare, binary=inner._pgq_binary)

@@ -68,22 +68,25 @@ def assign_layer(items: list[pytest.Item], directory: Path, layer: str) -> None:
         )
 
 
-def _keep_pooler_settings(*, setting: str, value: Any, **kwargs: Any) -> None:
-    """Behind a pooler, keep its settings under every test's own ``PGQ`` override.
+def _keep_pinned_settings(*, setting: str, value: Any, **kwargs: Any) -> None:
+    """Keep the run's pinned settings (a pooler's, fast paths off) under every test's own
+    ``PGQ`` override.
 
     A project behind PgBouncer keeps them in its settings whatever else it sets; a test that
     overrides ``PGQ`` with, say, a partition size only means to change that. An explicit
     value in the override (``PREPARED_STATEMENTS: True``) wins.
     """
     if setting == "PGQ" and isinstance(value, dict):
-        for key, pooled in settings.POOLER_PGQ.items():
-            value.setdefault(key, pooled)
+        for key, pinned in settings.PINNED_PGQ.items():
+            value.setdefault(key, pinned)
 
 
-if getattr(settings, "POOLER_PGQ", None):
+if getattr(settings, "PINNED_PGQ", None):
     from django.core.signals import setting_changed
 
-    setting_changed.connect(_keep_pooler_settings)
+    setting_changed.connect(_keep_pinned_settings)
+
+if os.environ.get("DIRECT_DATABASE_URL"):
 
     @pytest.fixture(scope="session")
     def django_db_setup(django_db_setup: Any) -> Iterator[None]:

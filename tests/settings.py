@@ -79,6 +79,12 @@ PGQ: dict[str, object] = {"DEFAULT_VISIBILITY_TIMEOUT": 30}
 # PGQ_TEST_PGQ: JSON laid over PGQ, for a live server with other settings.
 if os.environ.get("PGQ_TEST_PGQ"):
     PGQ.update(json.loads(os.environ["PGQ_TEST_PGQ"]))
+# Settings every test's own PGQ override keeps (tests/conftest.py lays them over it): the
+# pooler's below, and PGQ_TEST_FAST_PATHS=0 (a CI row) for the public-API path of every
+# shortcut in pgq_django.seams.
+PINNED_PGQ: dict[str, object] = {}
+if os.environ.get("PGQ_TEST_FAST_PATHS") == "0":
+    PINNED_PGQ["FAST_PATHS"] = False
 # Behind a transaction-mode pooler (.ci/test-pgbouncer: DATABASE_URL goes through PgBouncer,
 # DIRECT_DATABASE_URL reaches the same server without it), with the settings
 # docs/howto/pgbouncer.md gives: no prepared statements, no server-side cursors, and LISTEN
@@ -95,9 +101,9 @@ if os.environ.get("DIRECT_DATABASE_URL"):
     # A PgBouncer that keeps prepared statements (1.21+ with max_prepared_statements; python
     # -m bench.pgbouncer --setting max_prepared_statements=N says so) takes them as they are.
     _prepared = os.environ.get("POOLER_KEEPS_PREPARED") == "1"
-    POOLER_PGQ = {"PREPARED_STATEMENTS": _prepared, "LISTEN_CONNECTION": _direct}
-    PGQ.update(POOLER_PGQ)
+    PINNED_PGQ.update(PREPARED_STATEMENTS=_prepared, LISTEN_CONNECTION=_direct)
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+PGQ.update(PINNED_PGQ)
 
 # The django.tasks backend and a second, non-pgq backend, as
 # tests/acceptance/test_security.py uses them in-process (override_settings) and in worker

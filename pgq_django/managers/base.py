@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import models
-from django.db.models.base import ModelState
 
-from .. import db
+from .. import db, seams
 from ..conf import settings
 from ..sql.fragments import MESSAGE_COLUMNS
 
@@ -46,39 +45,33 @@ class SqlManager(models.Manager):
     ) -> list[Any]:
         """Turn RETURNING rows into model instances (jsonb arrives decoded: binary results).
 
-        The instances are what ``Model.from_db`` makes, built without ``Model.__init__``,
-        whose per-field work is a large share of a wide read (docs/performance.md). The
-        rows carry every column of MESSAGE_COLUMNS from ``offset`` on (a field after them,
-        such as ``Message.dead_letter_origin``, is deferred: it loads on first access); the
-        one difference is that no pre_init/post_init signal is sent. A model whose fields do
-        not start with MESSAGE_COLUMNS goes through ``from_db`` as usual. ``queue_name``, when
-        given, is what ``Message.queue_name`` answers without a query.
+        The rows carry every column of MESSAGE_COLUMNS from ``offset`` on; a field after
+        them, such as ``Message.dead_letter_origin``, is deferred: it loads on first access.
+        A row whose first column is NULL (no message) is skipped. The instances are what
+        ``Model.from_db`` makes (:func:`pgq_django.seams.instance_loader` may build them
+        without ``Model.__init__``); a model whose fields do not start with MESSAGE_COLUMNS
+        always goes through ``from_db``. ``queue_name``, when given, is what
+        ``Message.queue_name`` answers without a query.
         """
         model = self.model
         alias = self._db_alias()
-        fast = _plain_columns(model)
         width = len(MESSAGE_COLUMNS)
         end = offset + width
+        if _plain_columns(model):
+            load = seams.instance_loader(model, alias, MESSAGE_COLUMNS)
+        else:
+            from_db = model.from_db
+
+            def load(values: Any) -> Any:
+                return from_db(alias, MESSAGE_COLUMNS, list(values))
+
         objs = []
-        new = model.__new__
         for row in rows:
             if row[offset] is None:
                 continue
-            values = row if offset == 0 and len(row) == width else row[offset:end]
-            if not fast:
-                made = model.from_db(alias, MESSAGE_COLUMNS, list(values))
-                if queue_name is not None:
-                    made.__dict__["_queue_name"] = queue_name
-                objs.append(made)
-                continue
-            obj = new(model)
-            fields = obj.__dict__
-            fields.update(zip(MESSAGE_COLUMNS, values, strict=True))
-            state = fields["_state"] = ModelState()
-            state.adding = False
-            state.db = alias
+            obj = load(row if offset == 0 and len(row) == width else row[offset:end])
             if queue_name is not None:
-                fields["_queue_name"] = queue_name
+                obj.__dict__["_queue_name"] = queue_name
             objs.append(obj)
         return objs
 

@@ -36,6 +36,7 @@ from typing import Any
 from django.db import close_old_connections, connections, transaction
 from django.db.transaction import TransactionManagementError
 
+from .. import seams
 from ..api import delivery, messages
 from ..conf import settings
 from ..exceptions import InvalidArgument, RejectMessage
@@ -214,7 +215,9 @@ class _LazySavepoint:
     batch, which opens a ``transaction.atomic()`` block around the rest of the handler the
     first time. When the handler raises, or leaves its transaction marked for rollback,
     that block rolls back, and the ``on_commit`` callbacks it registered are dropped,
-    including any registered before its first statement.
+    including any registered before its first statement. (Dropping those needs a count of
+    the connection's callbacks, a shortcut of :mod:`pgq_django.seams`; with shortcuts off
+    the savepoint is opened before every handler instead.)
     """
 
     def __init__(self, using: str) -> None:
@@ -236,19 +239,30 @@ class _LazySavepoint:
     ) -> Any:
         if isinstance(sql, str) and sql.startswith("SAVEPOINT"):
             self.opened += 1
-        if self._running and self._scope is None and not self._opening:
-            self._opening = True  # the SAVEPOINT statement itself passes through here
-            try:
-                scope = ExitStack()
-                scope.enter_context(transaction.atomic(using=self.using))
-                self._scope = scope
-            finally:
-                self._opening = False
+        if self._running:
+            self._open()
         return execute(sql, params, many, context)
+
+    def _open(self) -> None:
+        """Open the handler's savepoint unless it is open (or being opened: the SAVEPOINT
+        statement itself passes through the execute wrapper)."""
+        if self._scope is not None or self._opening:
+            return
+        self._opening = True
+        try:
+            scope = ExitStack()
+            scope.enter_context(transaction.atomic(using=self.using))
+            self._scope = scope
+        finally:
+            self._opening = False
 
     def call(self, func: Callable[..., Any], *args: Any) -> Any:
         """``func(*args)`` with its writes in a savepoint of their own; raises what it raised."""
-        callbacks = len(self.connection.run_on_commit)
+        mark = seams.on_commit_mark(self.connection)
+        if mark is None:
+            # On-commit callbacks cannot be counted (shortcuts off): the savepoint is opened
+            # now, so the handler's callbacks go with it whether or not it runs a statement.
+            self._open()
         self._running = True
         try:
             value = func(*args)
@@ -265,7 +279,8 @@ class _LazySavepoint:
             scope, self._scope = self._scope, None
             if scope is not None:
                 scope.__exit__(type(exc), exc, exc.__traceback__)
-            del self.connection.run_on_commit[callbacks:]
+            if mark is not None:
+                seams.drop_on_commit_since(self.connection, mark)
             transaction.set_rollback(False, using=self.using)
             raise
         return value

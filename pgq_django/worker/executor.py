@@ -21,6 +21,7 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 from psycopg.pq import TransactionStatus
 
+from .. import seams
 from ..api import delivery, messages
 from ..conf import settings
 from ..exceptions import InvalidArgument, RejectMessage
@@ -111,9 +112,7 @@ def _nothing_begun(using: str) -> bool:
     raw = conn.connection
     return (
         raw is not None
-        and conn.commit_on_exit
-        and not conn.savepoint_ids
-        and not conn.run_on_commit
+        and bool(seams.transaction_is_empty(conn))  # None (cannot tell): assume begun
         and raw.info.transaction_status == TransactionStatus.IDLE
     )
 

@@ -15,8 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db import connection, connections, transaction
+from django.test import override_settings
 from django.utils import timezone
 
 import pgq_django as pgq
@@ -114,12 +116,21 @@ def test_a_batch_acks_every_success_in_one_statement_and_nacks_the_failure(effec
     assert pgq.metrics(q).queue_length == 1
 
 
-def test_a_handler_that_touches_no_database_costs_no_savepoint(make_queue, transactional_db):
+@pytest.mark.parametrize("fast_paths", [True, False])
+def test_a_handler_that_touches_no_database_costs_no_savepoint(
+    make_queue, transactional_db, fast_paths
+):
+    """With the seams' shortcuts, a handler that runs no statement gets no savepoint; on
+    the public path (shortcuts off) each handler gets one, and the batch still acks once."""
     q = make_queue()
     pgq.send_batch(q, [{} for _ in range(5)])
-    with statements_run() as seen:
+    with (
+        override_settings(PGQ={**settings.PGQ, "FAST_PATHS": fast_paths}),
+        statements_run() as seen,
+    ):
         assert batch_worker(q, lambda m: None).work_once()
-    assert not [s for s in seen if s.startswith("SAVEPOINT")]
+    savepoints = [s for s in seen if s.startswith("SAVEPOINT")]
+    assert len(savepoints) == (0 if fast_paths else 5)
     assert sum(s in ACK_STATEMENTS for s in seen) == 1
     assert pgq.metrics(q).queue_length == 0
 

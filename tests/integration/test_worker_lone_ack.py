@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from django.conf import settings
 from django.db import transaction
+from django.test import override_settings
 
 import pgq_django as pgq
 from pgq_django.worker import registry
@@ -21,14 +24,22 @@ def commands(sent: list[str]) -> list[str]:
     return [word for line in sent for word in ("BEGIN", "COMMIT") if f'"{word}"' in line]
 
 
-def test_a_handler_that_runs_no_statement_is_acked_without_begin_or_commit(transactional_db):
+@pytest.mark.parametrize("fast_paths", [True, False])
+def test_a_handler_that_runs_no_statement_is_acked_without_begin_or_commit(
+    transactional_db, fast_paths
+):
+    """Telling that the handler's block is empty reads Django's transaction state (a
+    shortcut of pgq_django.seams); on the public path the ack commits with the block."""
     q = pgq.create_queue("lone_ack", archive_on_ack=True)
     msg_id = pgq.send(q, {"n": 1})
     (m,) = pgq.read(q)
-    with protocol_trace() as sent:
+    with (
+        override_settings(PGQ={**settings.PGQ, "FAST_PATHS": fast_paths}),
+        protocol_trace() as sent,
+    ):
         outcome = execute(registry.Handler(q.name, lambda message: {"seen": message.msg_id}), m)
     assert outcome is Outcome.ACKED
-    assert commands(sent) == []
+    assert commands(sent) == ([] if fast_paths else ["BEGIN", "COMMIT"])
     assert pgq.result(msg_id).result == {"seen": msg_id}
     assert pgq.metrics(q).queue_length == 0
 

@@ -1,0 +1,141 @@
+"""The one module that touches what Django and asgiref do not publish.
+
+A few of pgq_django's hottest paths are cheaper when they read a dependency's internal state
+instead of going through its public API. Each such shortcut lives here, beside the public
+way of doing the same thing, and nowhere else:
+
+- it is used only when it is detected (the internal name exists and has the expected
+  shape) and ``PGQ["FAST_PATHS"]`` is true; otherwise the public path runs, with the same
+  result. CI runs the whole suite once with ``FAST_PATHS`` off, so both paths are tested;
+- a dependency upgrade that renames an internal makes the shortcut fall back, never break.
+
+docs/design.md ("Fast paths") lists each shortcut with the gain it was kept for. Code
+elsewhere in the package calls the functions below and never names an internal itself
+(``tests/unit/test_seams.py`` checks the source).
+"""
+
+from __future__ import annotations
+
+import threading
+from asyncio import _get_running_loop
+from typing import Any
+
+from django.db import connections
+from django.db.models import Model
+from django.db.models.signals import post_init, pre_init
+
+from .conf import settings
+
+try:  # the state Django gives each loaded instance; public path: Model.from_db
+    from django.db.models.base import ModelState as _ModelState
+except ImportError:  # pragma: no cover - a Django without it takes the public path
+    _ModelState = None  # type: ignore[assignment,misc]
+
+
+def enabled() -> bool:
+    """Whether shortcuts may be taken (``PGQ["FAST_PATHS"]``)."""
+    return bool(settings.FAST_PATHS)
+
+
+# -- the thread's connection -------------------------------------------------------------------
+
+_THREAD_LOCAL = threading.local
+
+
+def connection(alias: str) -> Any:
+    """``django.db.connections[alias]``, found cheaply when possible.
+
+    Django keeps a thread's connections in asgiref's thread-critical ``Local``, which asks
+    for the running event loop on every lookup and, in a thread without one (where the API
+    runs), catches the error that raises: an exception per lookup, several per API call. In
+    such a thread that ``Local`` keeps the connections in a plain ``threading.local``, read
+    directly here. Anything else (a running event loop, a connection not made yet, another
+    asgiref, shortcuts off) goes through ``connections[alias]``.
+    """
+    if settings.FAST_PATHS and _get_running_loop() is None:
+        storage = getattr(getattr(connections, "_connections", None), "_storage", None)
+        if type(storage) is _THREAD_LOCAL:
+            found = getattr(storage, alias, None)
+            if found is not None:
+                return found
+    return connections[alias]
+
+
+# -- statements without Django's cursor wrapper ------------------------------------------------
+
+
+def may_skip_cursor_wrapper(db: Any) -> bool:
+    """Whether a statement on ``db`` may run on the driver's cursor directly.
+
+    Only when nothing would see the difference: no ``execute_wrapper`` hook and no query
+    logging (``DEBUG``, ``CaptureQueriesContext``). The caller then does what the wrapper
+    would: :func:`refuse_in_broken_transaction` first, and driver errors turned into
+    Django's through ``db.wrap_database_errors``.
+    """
+    return bool(settings.FAST_PATHS) and not db.execute_wrappers and not db.queries_logged
+
+
+def refuse_in_broken_transaction(db: Any) -> None:
+    """Raise Django's TransactionManagementError inside an atomic block marked for
+    rollback, as Django's cursor wrapper does before every statement."""
+    if db.needs_rollback:
+        db.validate_no_broken_transaction()
+
+
+# -- model instances from rows -----------------------------------------------------------------
+
+
+def instance_loader(model: type[Model], alias: str, names: tuple[str, ...]) -> Any:
+    """A function that turns a row of ``names`` values into a saved ``model`` instance.
+
+    Public path: ``model.from_db``. Shortcut: the instance ``from_db`` would make, built
+    without ``Model.__init__`` and its per-field work (fields set in ``__dict__``, a
+    loaded-from-``alias`` state); the one difference is that no pre_init/post_init signal
+    is sent, so it is taken only for models that have no receiver of either.
+    """
+    from_db = model.from_db
+    if not settings.FAST_PATHS or _ModelState is None or _has_init_receivers(model):
+        return lambda values: from_db(alias, names, list(values))
+    new = model.__new__
+    state_type = _ModelState
+
+    def load(values: Any) -> Any:
+        obj = new(model)
+        fields = obj.__dict__
+        fields.update(zip(names, values, strict=True))
+        state = fields["_state"] = state_type()
+        state.adding = False
+        state.db = alias
+        return obj
+
+    return load
+
+
+def _has_init_receivers(model: type[Model]) -> bool:
+    return pre_init.has_listeners(model) or post_init.has_listeners(model)
+
+
+# -- the state of a transaction ----------------------------------------------------------------
+
+
+def transaction_is_empty(db: Any) -> bool | None:
+    """Whether the atomic block on ``db`` has begun nothing of its own: no savepoint, no
+    on-commit callback, and it will commit on exit. None when that cannot be told (shortcuts
+    off): the caller must then assume something was begun."""
+    if not settings.FAST_PATHS:
+        return None
+    return bool(db.commit_on_exit) and not db.savepoint_ids and not db.run_on_commit
+
+
+def on_commit_mark(db: Any) -> int | None:
+    """A mark of the on-commit callbacks registered on ``db`` so far, for
+    :func:`drop_on_commit_since`; None when shortcuts are off (the caller must then run the
+    code whose callbacks may be dropped inside a savepoint of its own)."""
+    if not settings.FAST_PATHS:
+        return None
+    return len(db.run_on_commit)
+
+
+def drop_on_commit_since(db: Any, mark: int) -> None:
+    """Forget the on-commit callbacks registered after ``mark`` (a failed handler's)."""
+    del db.run_on_commit[mark:]
