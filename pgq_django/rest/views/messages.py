@@ -2,10 +2,15 @@
 
 The send/consume view may wait: a consume with ``wait_seconds`` that finds nothing waits for
 the queue's NOTIFY on the event loop, through the process's one LISTEN connection
-(:mod:`pgq_django.notify`), so under an ASGI server a waiting client costs a coroutine and
-a socket. Database work — authentication, the grant check, each lease — runs on the
-request's thread, one short call at a time; everything else (a send, a consume that does
-not wait) is served by :mod:`pgq_django.asgi` in one hop to that thread.
+(:mod:`pgq_django.notify`), so under :mod:`pgq_django.asgi` a waiting client costs a
+coroutine and a socket. Database work — authentication, the grant check, each lease — runs
+on the request's thread, one short call at a time; everything else (a send, a consume that
+does not wait) is served by :mod:`pgq_django.asgi` in one hop to that thread. On a WSGI
+server a waiting request keeps its thread but closes its database connections while it
+waits, and at most ``PGQ["REST_MAX_THREAD_WAITS"]`` wait at once (see :class:`LongPoll`).
+
+A consume changes state, so it is never served for ``HEAD`` and, authenticated by the
+session, needs the CSRF token (:func:`require_csrf_for_session`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from django.http import HttpRequest
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
@@ -343,7 +348,11 @@ class LongPoll:
             others = hub.other_keys(self.interest)
             if others:
                 messages = Message.objects.db_manager(settings.DATABASE)
-                hub.wake_keys(self.interest, messages.for_queue(self.queue).ready_labels(others))
+                try:
+                    ready = messages.for_queue(self.queue).ready_labels(others)
+                except DatabaseError:
+                    ready = others  # could not tell: each looks for itself (reads recover)
+                hub.wake_keys(self.interest, ready)
         return found
 
     def pause(self, remaining: float) -> float:
