@@ -1,7 +1,8 @@
 """Settings of the example project: a small shop whose orders travel through pgq_django queues.
 
 The database is ``DATABASE_URL`` when set, otherwise the embedded PostgreSQL in
-``.pgdata/demo`` (started on first use, stopped when the process that started it exits).
+``.pgdata/demo`` (started on first use, stopped with the last process using it; see
+``python -m pgq_django.embedded status .pgdata/demo``).
 Not production settings: the secret key and DEBUG are for a local demo.
 """
 
