@@ -73,7 +73,7 @@ _EXPORTS: dict[str, str] = {
     "release_leases": "api.delivery",
     "archive_cancelled": "api.delivery",
     "reject": "api.delivery",
-    "handler": "worker.registry",
+    "handler": "handlers",
     # the record of Spark exports (pgq_spark export)
     "record_export": "api.exports",
     "list_exports": "api.exports",
@@ -311,6 +311,7 @@ if TYPE_CHECKING:
     from .exceptions import StaleReceipt as StaleReceipt
     from .exceptions import SubscriptionAlreadyExists as SubscriptionAlreadyExists
     from .exceptions import SubscriptionNotFound as SubscriptionNotFound
+    from .handlers import handler as handler
     from .models import ArchivedMessage as ArchivedMessage
     from .models import Binding as Binding
     from .models import Exchange as Exchange
@@ -323,7 +324,6 @@ if TYPE_CHECKING:
     from .types import MessageRef as MessageRef
     from .types import MessageRefs as MessageRefs
     from .types import QueueRef as QueueRef
-    from .worker.registry import handler as handler
 
 
 __all__ = sorted(_EXPORTS)

@@ -64,15 +64,14 @@ def drain(*queues: str) -> Drained:
     handled inside a savepoint with its acknowledgement, exactly as the worker does it.
     Handlers are discovered in each app's ``pgq_handlers`` module first.
     """
-    from .worker.loop import Worker, _Slot
-    from .worker.registry import autodiscover
+    # Imported here, not at the top: settings modules import this module before Django's
+    # app registry is ready, and the worker imports models.
+    from .handlers import autodiscover
+    from .worker.loop import Worker
 
     autodiscover()
     worker = Worker(list(queues) or None, once=True, listen=False, lead=False)
-    tally = _Slot(0)
-    while worker.work_once(tally):
-        pass
-    return Drained(tally.processed, tally.failed)
+    return Drained(*worker.drain())
 
 
 class LiveServer(NamedTuple):

@@ -362,6 +362,15 @@ class Worker:
             self._next += 1
         return names[start:] + names[:start]
 
+    def drain(self) -> tuple[int, int]:
+        """Run batches in the calling thread, on its connection, until nothing visible is
+        left; returns how many messages were handled (processed, failed). Used by
+        :func:`pgq_django.testing.drain`, which must see the caller's uncommitted rows."""
+        slot = _Slot(0)
+        while self.work_once(slot):
+            pass
+        return slot.processed, slot.failed
+
     def work_once(self, slot: _Slot | None = None) -> bool:
         """Lease one batch from the first served queue that has visible messages and run it.
 

@@ -3,105 +3,28 @@
 Handlers come from three places, in order of precedence: ``@pgq.handler("queue")`` in an
 installed app's ``pgq_handlers`` module (or a module given to ``pgq_worker --import``), the
 queue's ``callback`` setting (a dotted path, pgpro's register_callback), and task queues of a
-:class:`pgq_django.tasks.PgqBackend` configured in ``settings.TASKS``.
+:class:`pgq_django.tasks.PgqBackend` configured in ``settings.TASKS``. The decorator and its
+registry are the API's (:mod:`pgq_django.handlers`); they are re-exported here.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
-from django.utils.module_loading import autodiscover_modules, import_string
+from django.utils.module_loading import import_string
 
-from ..api import validation as v
 from ..exceptions import InvalidArgument
 
+# The decorator's registry, re-exported: worker code and projects import them from here too.
+from ..handlers import HANDLERS_MODULE as HANDLERS_MODULE
+from ..handlers import Handler as Handler
+from ..handlers import autodiscover as autodiscover
+from ..handlers import handler as handler
+from ..handlers import registered as registered
+from ..handlers import unregister as unregister
+
 logger = logging.getLogger("pgq_django.worker")
-
-HANDLERS_MODULE = "pgq_handlers"
-
-
-@dataclass(frozen=True)
-class Handler:
-    """A function bound to a queue, with the options the worker uses to run it.
-
-    ``vt`` overrides the queue's visibility timeout for leases taken for this handler;
-    ``batch`` is how many messages one fetch leases at a time; ``atomic`` (default True)
-    runs the handler in the same transaction as its ack — turn it off only for handlers whose
-    work must commit even when they fail later. ``timeout`` (seconds, default: the worker's
-    ``--handler-timeout``, else none) bounds one attempt: past it the lease is no longer
-    extended and the attempt is nacked as failed, so a hung handler cannot hold its message
-    forever (the thread itself cannot be stopped; its late ack is fenced like any other).
-    ``batch_commit`` (default False) runs each leased batch of an ``atomic`` handler in one
-    transaction: every handler in a savepoint of its own, the successes acknowledged by one
-    statement and committed together with their writes (see :mod:`.batch`).
-    """
-
-    queue: str
-    func: Callable[..., Any]
-    vt: float | None = None
-    batch: int = 10
-    atomic: bool = True
-    options: dict[str, Any] = field(default_factory=dict)
-    timeout: float | None = None
-    batch_commit: bool = False
-
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.func)
-
-    @property
-    def name(self) -> str:
-        return f"{self.func.__module__}.{self.func.__qualname__}"
-
-
-_registry: dict[str, Handler] = {}
-
-
-def handler(
-    queue: str,
-    *,
-    vt: Any = None,
-    batch: int = 10,
-    atomic: bool = True,
-    timeout: Any = None,
-    batch_commit: bool = False,
-    **options: Any,
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register the decorated function (sync or ``async def``) as the handler of ``queue``.
-
-    The function receives the leased :class:`~pgq_django.Message`; what it returns is stored
-    as the message's result when the queue archives acknowledged messages. Raising an
-    exception nacks the message (retry with backoff, then dead letter). ``batch_commit=True``
-    commits each leased batch (``batch`` messages) in one transaction instead of one per
-    message; it needs ``atomic=True``.
-    """
-    name = v.name(queue)
-    entry_vt = v.seconds(vt, "vt", allow_none=True)
-    size = v.integer(batch, "batch", minimum=1, maximum=1000)
-    limit = v.seconds(timeout, "timeout", allow_none=True, minimum=0.001)
-    if not isinstance(batch_commit, bool):
-        raise InvalidArgument("batch_commit must be True or False.", field="batch_commit")
-    if batch_commit and not atomic:
-        raise InvalidArgument(
-            "batch_commit=True needs atomic=True: a batch commits its handlers' writes together "
-            "with their acknowledgements.",
-            field="batch_commit",
-        )
-
-    def register(func: Callable[..., Any]) -> Callable[..., Any]:
-        if not callable(func):
-            raise InvalidArgument(f"handler for {name!r} must be callable, not {func!r}.")
-        _registry[name] = Handler(
-            name, func, entry_vt, size, atomic, dict(options), limit, batch_commit
-        )
-        return func
-
-    return register
 
 
 def batched(handlers: dict[str, Handler], size: int) -> dict[str, Handler]:
@@ -114,22 +37,6 @@ def batched(handlers: dict[str, Handler], size: int) -> dict[str, Handler]:
         queue: replace(entry, batch=size, batch_commit=True) if entry.atomic else entry
         for queue, entry in handlers.items()
     }
-
-
-def unregister(queue: str) -> None:
-    _registry.pop(queue, None)
-
-
-def registered() -> dict[str, Handler]:
-    """Handlers registered with the decorator so far (import handler modules first)."""
-    return dict(_registry)
-
-
-def autodiscover(extra_modules: list[str] | tuple[str, ...] = ()) -> None:
-    """Import every installed app's ``pgq_handlers`` module and any extra modules."""
-    autodiscover_modules(HANDLERS_MODULE)
-    for module in extra_modules:
-        importlib.import_module(module)
 
 
 def callback_handler(queue: str, path: str) -> Handler | None:
@@ -190,7 +97,7 @@ def resolve(queues: list[str] | None = None) -> dict[str, Handler]:
     without any handler is an error, so a typo fails at start-up rather than leaving
     messages unprocessed.
     """
-    found = {**task_handlers(queues), **callback_handlers(queues), **_registry}
+    found = {**task_handlers(queues), **callback_handlers(queues), **registered()}
     if queues is None:
         return found
     missing = [q for q in queues if q not in found]
