@@ -15,7 +15,7 @@ from typing import Any
 
 from ..api import validation as v
 from ..exceptions import InvalidArgument
-from . import queries
+from .queries import TABLES
 
 OUTCOMES = ("acked", "dead", "expired", "cancelled", "archived")
 MAX_PARTITIONS = 10_000
@@ -71,7 +71,7 @@ def _dsn(options: dict[str, str], default: str | None) -> str:
 
 def _table(options: dict[str, str], default: str) -> str:
     table = options.get("table", default)
-    if table not in queries.TABLES:
+    if table not in TABLES:
         raise InvalidArgument(
             f"Option table must be 'messages' or 'archive', not {table!r}.", field="table"
         )
@@ -97,7 +97,7 @@ class ReadOptions:
 
     @property
     def relation(self) -> str:
-        return queries.TABLES[self.table]
+        return TABLES[self.table]
 
     def params(self, lo: int, hi: int) -> dict[str, Any]:
         return {

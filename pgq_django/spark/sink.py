@@ -37,8 +37,8 @@ from ..exceptions import (
 )
 from ..sql import spark as statements
 from ..sql.delivery import DEDUP_WINDOW_SECONDS
-from . import queries
 from .options import WriteOptions
+from .queries import connect
 
 
 @dataclass
@@ -241,7 +241,7 @@ class QueueWriter(DataSourceWriter):
 
     def write(self, iterator: Iterator[Any]) -> WriteReport:
         rows = inserted = 0
-        with queries.connect(self.opts.dsn) as conn, conn.transaction():
+        with connect(self.opts.dsn) as conn, conn.transaction():
             max_size = self._max_size(conn)
             cursor = conn.cursor()
             batch: list[_Op] = []

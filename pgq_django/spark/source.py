@@ -35,8 +35,9 @@ from pyspark.sql.types import StructType
 
 from ..sql import spark as statements
 from ..sql.fragments import TRANSIENT_FIRST_ID
-from . import queries
 from .options import ArchiveStreamOptions, ConsumeOptions, ReadOptions, WriteOptions
+from .queries import ARCHIVE_TABLE, COLUMNS, connect, list_partition_spans, read_range, stream_range
+from .sink import QueueStreamWriter, QueueWriter
 
 READ_SCHEMA = (
     "msg_id BIGINT, queue STRING, message STRING, headers STRING, attributes STRING, "
@@ -61,11 +62,11 @@ def _arrow_schema() -> Any:
         "expires_at": ts,
         "archived_at": ts,
     }
-    return pa.schema([(name, types.get(name, pa.string())) for name in queries.COLUMNS])
+    return pa.schema([(name, types.get(name, pa.string())) for name in COLUMNS])
 
 
 def to_record_batch(rows: Sequence[tuple[Any, ...]]) -> Any:
-    """Rows in :data:`queries.COLUMNS` order (timestamps as epoch microseconds) as Arrow."""
+    """Rows in :data:`COLUMNS` order (timestamps as epoch microseconds) as Arrow."""
     import pyarrow as pa
 
     schema = _arrow_schema()
@@ -112,11 +113,11 @@ class SlicesPartition(InputPartition):
 
 
 def _read_slices(opts: ReadOptions, slices: Sequence[Slice]) -> Iterator[Any]:
-    with queries.connect(opts.dsn) as conn:
+    with connect(opts.dsn) as conn:
         for table, lo, hi in slices:
-            statement = queries.read_range(table, archived=opts.archived)
+            statement = read_range(table, archived=opts.archived)
             try:
-                for rows in queries.stream_range(
+                for rows in stream_range(
                     conn,
                     statement,
                     opts.params(lo, hi),
@@ -136,8 +137,8 @@ class BatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> Sequence[InputPartition]:
-        with queries.connect(self.opts.dsn) as conn:
-            spans = queries.list_partition_spans(conn, self.opts.relation)
+        with connect(self.opts.dsn) as conn:
+            spans = list_partition_spans(conn, self.opts.relation)
         held = [
             (s.name, s.lo, s.hi)
             for s in sorted(spans, key=lambda s: (s.lo or 0, s.name))
@@ -198,7 +199,7 @@ class ArchiveStreamReader(DataSourceStreamReader):
 
     def _frontier(self) -> dict[str, int]:
         """The highest msg_id a batch may end at now, per space (see the class docstring)."""
-        with queries.connect(self.opts.read.dsn) as conn:
+        with connect(self.opts.read.dsn) as conn:
             durable, transient, xmax = conn.execute(statements.ID_HORIZON).fetchone() or (0,) * 3
             deadline = time.monotonic() + self.opts.settle_seconds
             while True:
@@ -229,7 +230,7 @@ class ArchiveStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, stop = _positions(start), _positions(end)
         spans = [
-            (queries.ARCHIVE_TABLE, begin[key] + 1, stop[key])
+            (ARCHIVE_TABLE, begin[key] + 1, stop[key])
             for key, _ in _SPACES
             if stop[key] > begin[key]
         ]
@@ -297,7 +298,7 @@ class QueueStreamReader(DataSourceStreamReader):
     def _conn(self) -> psycopg.Connection[Any]:
         conn = _LEASE_CONNECTIONS.get(self.opts.dsn)
         if conn is None or conn.closed or conn.broken:
-            conn = _LEASE_CONNECTIONS[self.opts.dsn] = queries.connect(self.opts.dsn)
+            conn = _LEASE_CONNECTIONS[self.opts.dsn] = connect(self.opts.dsn)
         return conn
 
     def _state(self) -> Any:
@@ -370,7 +371,7 @@ class QueueStreamReader(DataSourceStreamReader):
             return
         ids = [r[0] for r in partition.receipts]
         cts = [r[1] for r in partition.receipts]
-        with queries.connect(self.opts.dsn) as conn:
+        with connect(self.opts.dsn) as conn:
             rows = conn.execute(statements.LEASED_ROWS, {"ids": ids, "cts": cts}).fetchall()
         if rows:
             yield to_record_batch(sorted(rows, key=lambda r: r[0]))
@@ -450,11 +451,7 @@ class PgqDataSource(DataSource):
         )
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from .sink import QueueWriter
-
         return QueueWriter(self._write_options(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from .sink import QueueStreamWriter
-
         return QueueStreamWriter(self._write_options(schema))
