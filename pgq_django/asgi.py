@@ -46,6 +46,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
+import logging
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,8 @@ from .rest.exceptions import error_body
 
 if TYPE_CHECKING:
     from .sqs.asgi import LeanEndpoint
+
+logger = logging.getLogger("pgq_django")
 
 _CAN_PIN = "executor" in inspect.signature(ThreadSensitiveContext).parameters
 
@@ -170,6 +173,10 @@ async def early_refusal(scope: dict[str, Any]) -> tuple[int, dict[str, Any], dic
             await authentication.check_basic_early(scope, header)
         except APIException as exc:
             return _api_refusal(exc)
+        except Exception:
+            # Not a refusal (the database unreachable, say): serve the request, whose own
+            # authentication meets the same error and answers it as Django does.
+            logger.warning("event=rest_early_auth_failed", exc_info=True)
         return None
     chunked = b"chunked" in (_header(scope, b"transfer-encoding") or b"").lower()
     has_body = chunked or (declared is not None and declared.strip() not in (b"", b"0"))

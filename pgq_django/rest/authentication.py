@@ -27,7 +27,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hmac
 import math
+import secrets
 import threading
 import time
 from collections import deque
@@ -108,12 +110,20 @@ throttle = FailureThrottle()
 
 
 class PasswordChecks:
-    """The dedicated threads that hash passwords, with a bounded number of waiting checks."""
+    """The dedicated threads that hash passwords, with a bounded number of waiting checks.
+
+    Requests with the same credentials that arrive while one check of them runs share its
+    answer (a client opening many connections at once costs one hash, not one each); the
+    credentials are kept, as an HMAC under a key of this process, only while that check
+    runs.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._slots: threading.BoundedSemaphore | None = None
+        self._running: dict[bytes, Future[Any]] = {}
+        self._key = secrets.token_bytes(32)
 
     def _started(self) -> tuple[ThreadPoolExecutor, threading.BoundedSemaphore]:
         with self._lock:
@@ -126,17 +136,45 @@ class PasswordChecks:
             return self._executor, self._slots
 
     def submit(self, username: str, password: str, address: str) -> Future[Any]:
-        """Check a password on the dedicated threads; 429 when too many checks wait."""
+        """Check a password on the dedicated threads; 429 when throttled or when too many
+        checks wait."""
+        refuse_if_throttled(address, username)
         executor, slots = self._started()
-        if not slots.acquire(blocking=False):
-            raise Throttled(wait=1, detail="Too many password checks are waiting.")
-        try:
-            future = executor.submit(_check_on_own_thread, username, password, address)
-        except BaseException:
+        credentials = f"{username}\x00{password}".encode("utf-8", "surrogatepass")
+        key = hmac.digest(self._key, credentials, "sha256")
+        with self._lock:
+            running = self._running.get(key)
+            if running is not None:
+                running.add_done_callback(lambda done: _count_failure(done, address, username))
+                return running
+            if not slots.acquire(blocking=False):
+                raise Throttled(wait=1, detail="Too many password checks are waiting.")
+            try:
+                future = executor.submit(_check_on_own_thread, username, password, address)
+            except BaseException:
+                slots.release()
+                raise
+            self._running[key] = future
+
+        def finished(_done: Future[Any]) -> None:
+            with self._lock:
+                self._running.pop(key, None)
             slots.release()
-            raise
-        future.add_done_callback(lambda _done: slots.release())
+
+        future.add_done_callback(finished)
         return future
+
+
+def _count_failure(done: Future[Any], address: str, username: str) -> None:
+    """A request that shared a failed check counts as a failure of its own address."""
+    if isinstance(done.exception(), AuthenticationFailed):
+        throttle.failed(address, username)
+
+
+def refuse_if_throttled(address: str, username: str) -> None:
+    wait = throttle.wait(address, username)
+    if wait > 0:
+        raise Throttled(wait=math.ceil(wait), detail="Too many failed authentications.")
 
 
 password_checks = PasswordChecks()
@@ -150,9 +188,7 @@ def check_password(username: str, password: str, address: str, request: Any = No
     if not plausible(username, MAX_USERNAME_LENGTH):
         throttle.failed(address, username[:MAX_USERNAME_LENGTH])
         raise AuthenticationFailed(INVALID)
-    wait = throttle.wait(address, username)
-    if wait > 0:
-        raise Throttled(wait=math.ceil(wait), detail="Too many failed authentications.")
+    refuse_if_throttled(address, username)
     credentials = {get_user_model().USERNAME_FIELD: username, "password": password}
     user = authenticate(request=request, **credentials)
     if user is None:
