@@ -33,7 +33,8 @@ import json
 import multiprocessing
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +135,11 @@ class Contender:
     def __init__(self, queue: str) -> None:
         self.queue = queue
 
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """What holds while this contender is measured (settings of a variant)."""
+        yield
+
     def send(self, body: dict[str, Any]) -> None:
         raise NotImplementedError
 
@@ -179,6 +185,55 @@ class Pgq(Contender):
 
     def delete_many(self, refs: list[Any]) -> None:
         self.pgq.delete(self.queue, refs)
+
+
+class PgqSettings(Pgq):
+    """pgq_django's public API with some ``PGQ`` settings changed while it is measured
+    (``--variants``): what a setting that trades speed for something else costs."""
+
+    overrides: dict[str, Any] = {}
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        from django.conf import settings
+        from django.test import override_settings
+
+        with override_settings(PGQ={**getattr(settings, "PGQ", {}), **self.overrides}):
+            yield
+
+
+class PgqPublicPaths(PgqSettings):
+    """``PGQ["FAST_PATHS"] = False``: the public-API path of every shortcut in
+    pgq_django.seams."""
+
+    name = "pgq_public"
+    label = "pgq FAST_PATHS off"
+    overrides = {"FAST_PATHS": False}
+
+
+def _without(shortcut: str) -> type[PgqSettings]:
+    """pgq_django with every shortcut of pgq_django.seams but ``shortcut``."""
+    from pgq_django import seams
+
+    return type(
+        f"PgqWithout_{shortcut}",
+        (PgqSettings,),
+        {
+            "__doc__": f"FAST_PATHS without {shortcut}.",
+            "name": f"pgq_no_{shortcut}",
+            "label": f"pgq without {shortcut}",
+            "overrides": {"FAST_PATHS": [s for s in seams.SHORTCUTS if s != shortcut]},
+        },
+    )
+
+
+class PgqInline(PgqSettings):
+    """``PGQ["BACKGROUND_SERVICES"] = False``: counters and wake-ups written by each
+    statement, no thread."""
+
+    name = "pgq_inline"
+    label = "pgq BACKGROUND_SERVICES off"
+    overrides = {"BACKGROUND_SERVICES": False}
 
 
 class Hand(Contender):
@@ -272,7 +327,17 @@ UNLOGGED_CONTENDERS: dict[str, type[Contender]] = {
     "pgmq": Pgmq,
     "pgmq_unlogged": PgmqUnlogged,
 }
-ALL_CONTENDERS = {**CONTENDERS, **UNLOGGED_CONTENDERS}
+# --variants: pgq_django with settings that trade speed away, against its defaults and PGMQ.
+# The worker's shortcut (transaction_state) is measured by bench.workers, not here.
+_CORE_SHORTCUTS = ("thread_connection", "unwrapped_cursor", "bare_instances")
+VARIANT_CONTENDERS: dict[str, type[Contender]] = {
+    "pgq": Pgq,
+    "pgq_public": PgqPublicPaths,
+    **{f"pgq_no_{name}": _without(name) for name in _CORE_SHORTCUTS},
+    "pgq_inline": PgqInline,
+    "pgmq": Pgmq,
+}
+ALL_CONTENDERS = {**CONTENDERS, **UNLOGGED_CONTENDERS, **VARIANT_CONTENDERS}
 
 
 def _is_pgmq(name: str) -> bool:
@@ -395,11 +460,13 @@ def drain(contender: Contender, qty: int) -> int:
 
 def _contender_in_child(name: str) -> Contender:
     """In a forked process: the contender, its Django connection (if any) already open."""
+    contender = make(name)
+    contender.active().__enter__()  # for the rest of this short-lived process
     if name.startswith("pgq"):
         from django.db import connections
 
         connections["default"].ensure_connection()
-    return make(name)
+    return contender
 
 
 def _drainer(name: str, qty: int) -> Callable[[], int]:
@@ -422,6 +489,11 @@ def _sender(name: str, n: int) -> Callable[[], int]:
 
 def measure(case: Case, contender: Contender, n: int) -> float:
     """Messages per second of one contender doing one case once."""
+    with contender.active():
+        return _measure(case, contender, n)
+
+
+def _measure(case: Case, contender: Contender, n: int) -> float:
     if case.kind == "send" and case.consumers > 1:
         each = n // case.consumers
         elapsed, counts = common.run_processes(case.consumers, _sender, contender.name, each)
@@ -710,6 +782,32 @@ def report_unlogged(
     return summary
 
 
+def report_variants(results: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
+    """The --variants table: each variant against pgq_django's defaults and PGMQ."""
+    rows = []
+    summary: dict[str, Any] = {}
+    variants = [n for n in VARIANT_CONTENDERS if n not in ("pgq", "pgmq")]
+    for case in CASES:
+        if case.key not in results:
+            continue
+        ratios = {"pgq_vs_pgmq": ratio(results[case.key], "pgq", "pgmq")}
+        for name in variants:
+            ratios[f"{name}_vs_pgq"] = ratio(results[case.key], name, "pgq")
+            ratios[f"{name}_vs_pgmq"] = ratio(results[case.key], name, "pgmq")
+        summary[case.key] = ratios
+        rows.append([case.title, *(common.fmt(r) for r in ratios.values())])
+    headers = ["case", "pgq/PGMQ"]
+    for name in variants:
+        label = VARIANT_CONTENDERS[name].label.removeprefix("pgq ")
+        headers += [f"{label} / pgq", f"{label} / PGMQ"]
+    common.print_table(
+        "Settings that trade speed: median of per-round ratios (1.00 = as fast as the other)",
+        headers,
+        rows,
+    )
+    return summary
+
+
 def report(
     results: dict[str, dict[str, list[float]]],
     backlog_result: dict[str, Any] | None,
@@ -810,7 +908,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     common.setup()
     admin = common.connect()
     pgmq_version = install_pgmq(admin)
-    names = list(UNLOGGED_CONTENDERS if args.unlogged else CONTENDERS)
+    names = list(
+        UNLOGGED_CONTENDERS
+        if args.unlogged
+        else VARIANT_CONTENDERS
+        if args.variants
+        else CONTENDERS
+    )
     create_queues(admin, names)
     print(f"bench.core: {rounds} rounds per case; PGMQ: {pgmq_version}", flush=True)
     cases = [c for c in CASES if not only or c.key in only]
@@ -821,6 +925,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.unlogged:
             print("  WAL bytes per message …", flush=True)
             wal = wal_per_message(admin, names, rounds, args.quick)
+        elif args.variants:
+            pass
         else:
             backlog_result = (
                 backlog(admin, rounds, args.quick) if not only or "backlog" in only else None
@@ -828,10 +934,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             wake = wakeups(admin, args.quick) if not only or "wakeup" in only else None
     finally:
         drop_queues(admin, names)
-    summary = (
-        report_unlogged(results, wal) if args.unlogged else report(results, backlog_result, wake)
-    )
-    kind = "core-unlogged" if args.unlogged else "core"
+    if args.unlogged:
+        summary = report_unlogged(results, wal)
+    elif args.variants:
+        summary = report_variants(results)
+    else:
+        summary = report(results, backlog_result, wake)
+    kind = "core-unlogged" if args.unlogged else "core-variants" if args.variants else "core"
     path = common.write_results(
         f"{kind}-quick" if args.quick else kind,
         {
@@ -856,6 +965,12 @@ def _extra_arguments(parser: Any) -> None:
         "--unlogged",
         action="store_true",
         help="durable vs non-durable queues of pgq_django and PGMQ (throughput cases only)",
+    )
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="pgq_django with FAST_PATHS off and with BACKGROUND_SERVICES off, against its"
+        " defaults and PGMQ (throughput cases only)",
     )
 
 

@@ -170,7 +170,7 @@ class PgqSettings:
     LISTEN_CONNECTION: dict[str, Any] | None
     NOTIFY_INTERVAL: float
     BACKGROUND_SERVICES: bool
-    FAST_PATHS: bool
+    FAST_PATHS: bool | list[str] | tuple[str, ...] | set[str]
     PARTITION_SIZE: int
     PARTITION_PREMAKE: int
     LIVE_PARTITION_STORAGE: dict[str, float | int | bool]

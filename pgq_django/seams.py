@@ -32,9 +32,15 @@ except ImportError:  # pragma: no cover - a Django without it takes the public p
     _ModelState = None  # type: ignore[assignment,misc]
 
 
-def enabled() -> bool:
-    """Whether shortcuts may be taken (``PGQ["FAST_PATHS"]``)."""
-    return bool(settings.FAST_PATHS)
+#: The shortcuts by name. ``PGQ["FAST_PATHS"]`` is True (all), False (none) or a collection
+#: of these names (the benchmark turns them off one at a time to measure each).
+SHORTCUTS = ("thread_connection", "unwrapped_cursor", "bare_instances", "transaction_state")
+
+
+def on(shortcut: str) -> bool:
+    """Whether ``shortcut`` may be taken (``PGQ["FAST_PATHS"]``)."""
+    chosen = settings.FAST_PATHS
+    return chosen is True or (chosen is not False and shortcut in chosen)
 
 
 # -- the thread's connection -------------------------------------------------------------------
@@ -52,7 +58,7 @@ def connection(alias: str) -> Any:
     directly here. Anything else (a running event loop, a connection not made yet, another
     asgiref, shortcuts off) goes through ``connections[alias]``.
     """
-    if settings.FAST_PATHS and _get_running_loop() is None:
+    if on("thread_connection") and _get_running_loop() is None:
         storage = getattr(getattr(connections, "_connections", None), "_storage", None)
         if type(storage) is _THREAD_LOCAL:
             found = getattr(storage, alias, None)
@@ -72,7 +78,7 @@ def may_skip_cursor_wrapper(db: Any) -> bool:
     would: :func:`refuse_in_broken_transaction` first, and driver errors turned into
     Django's through ``db.wrap_database_errors``.
     """
-    return bool(settings.FAST_PATHS) and not db.execute_wrappers and not db.queries_logged
+    return on("unwrapped_cursor") and not db.execute_wrappers and not db.queries_logged
 
 
 def refuse_in_broken_transaction(db: Any) -> None:
@@ -94,7 +100,7 @@ def instance_loader(model: type[Model], alias: str, names: tuple[str, ...]) -> A
     is sent, so it is taken only for models that have no receiver of either.
     """
     from_db = model.from_db
-    if not settings.FAST_PATHS or _ModelState is None or _has_init_receivers(model):
+    if not on("bare_instances") or _ModelState is None or _has_init_receivers(model):
         return lambda values: from_db(alias, names, list(values))
     new = model.__new__
     state_type = _ModelState
@@ -122,7 +128,7 @@ def transaction_is_empty(db: Any) -> bool | None:
     """Whether the atomic block on ``db`` has begun nothing of its own: no savepoint, no
     on-commit callback, and it will commit on exit. None when that cannot be told (shortcuts
     off): the caller must then assume something was begun."""
-    if not settings.FAST_PATHS:
+    if not on("transaction_state"):
         return None
     return bool(db.commit_on_exit) and not db.savepoint_ids and not db.run_on_commit
 
@@ -131,7 +137,7 @@ def on_commit_mark(db: Any) -> int | None:
     """A mark of the on-commit callbacks registered on ``db`` so far, for
     :func:`drop_on_commit_since`; None when shortcuts are off (the caller must then run the
     code whose callbacks may be dropped inside a savepoint of its own)."""
-    if not settings.FAST_PATHS:
+    if not on("transaction_state"):
         return None
     return len(db.run_on_commit)
 

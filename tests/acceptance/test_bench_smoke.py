@@ -86,6 +86,20 @@ def test_quick_unlogged_comparison_prints_its_ratios_and_leaves_no_queues(
     assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_core_")]
 
 
+def test_quick_settings_variants_print_each_ratio_and_leave_no_queues(
+    transactional_db: Any,
+) -> None:
+    """``--variants``: FAST_PATHS off, each shortcut off alone, BACKGROUND_SERVICES off."""
+    import pgq_django as pgq
+
+    out = run_quick_bench("bench.core", "--variants", "--only", "send")
+    row = re.search(r"^\| send +\|" + rf" ({NUMBER}) +\|" * 11, out, re.MULTILINE)
+    assert row, f"no numeric row for send in:\n{out}"
+    assert min(float(g.replace(",", "")) for g in row.groups()) > 0
+    assert "FAST_PATHS off / pgq" in out and "BACKGROUND_SERVICES off / PGMQ" in out
+    assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_core_")]
+
+
 REST_CASES = ("send (p50 per call)", "send (p50, http.client)", "send batch 100", "consume+ack 100")
 
 
