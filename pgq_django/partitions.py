@@ -59,6 +59,7 @@ from psycopg import sql
 
 from . import db
 from .conf import settings
+from .models import Queue, SparkExport
 from .sql import partitions as statements
 from .sql.fragments import (
     LAST_MSG_ID,
@@ -154,8 +155,6 @@ def _default_max_id(table: str, space: IdSpace) -> int:
 
 
 def _transient_queues_exist() -> bool:
-    from .models import Queue
-
     return Queue.objects.using(settings.DATABASE).filter(durable=False).exists()
 
 
@@ -496,8 +495,6 @@ def export_covered_until() -> datetime | None:
     this point. Exports are ``pgq_spark export`` runs, recorded as ``SparkExport`` rows of
     archived_at windows ``[since, until)``.
     """
-    from .models import SparkExport
-
     windows = list(SparkExport.objects.using(settings.DATABASE).values_list("since", "until"))
     from_start = [until for since, until in windows if since is None]
     if not from_start:

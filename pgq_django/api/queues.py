@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueAlreadyExists, QueueNotFound
 from ..models import Message, Queue
+from ..partitions import ensure_transient_ranges
 from ..types import Duration, QueueRef
 from . import validation as v
 from .queue_settings import QUEUE_SETTINGS, queue_setting_defaults
@@ -127,8 +128,6 @@ def create_queue(
         with transaction.atomic(using=_db()):
             queue = Queue.objects.using(_db()).create(name=name, **fields)
             if not queue.durable:
-                from ..partitions import ensure_transient_ranges
-
                 ensure_transient_ranges()
             return queue
     except IntegrityError:
