@@ -1,8 +1,9 @@
 """Errors raised by pgq_django.
 
-Every error is data: it carries a stable ``code``, the HTTP status the REST API answers with
-and the error code the SQS endpoint answers with, so each translator maps them in one place
-instead of with if-chains.
+Every error is data: it carries a stable ``code`` and the HTTP status the REST API answers
+with, so a translator maps them in one place instead of with if-chains. The SQS endpoint's
+error codes live in its own table (:data:`pgq_django.sqs.errors.PGQ_ERROR_CODES`): this
+module knows no transport's wire format beyond the REST status.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ class PgqError(Exception):
 
     code = "pgq_error"
     status_code = 400
-    sqs_code = "InvalidParameterValue"
     default_message = "The request could not be processed."
 
     def __init__(self, message: str | None = None, **details: Any) -> None:
@@ -55,7 +55,6 @@ class MessageTooLarge(InvalidMessage):
 class QueueNotFound(PgqError):
     code = "queue_not_found"
     status_code = 404
-    sqs_code = "AWS.SimpleQueueService.NonExistentQueue"
     default_message = "The queue does not exist."
 
     @classmethod
@@ -67,14 +66,12 @@ class QueueNotFound(PgqError):
 class QueueAlreadyExists(PgqError):
     code = "queue_already_exists"
     status_code = 409
-    sqs_code = "QueueAlreadyExists"
     default_message = "A queue with this name already exists."
 
 
 class ExchangeNotFound(PgqError):
     code = "exchange_not_found"
     status_code = 404
-    sqs_code = "InvalidParameterValue"
     default_message = "The exchange does not exist."
 
     @classmethod
@@ -102,7 +99,6 @@ class MessageNotFound(PgqError):
 
     code = "message_not_found"
     status_code = 404
-    sqs_code = "ReceiptHandleIsInvalid"
     default_message = "The message does not exist."
 
 
@@ -111,7 +107,6 @@ class StaleReceipt(PgqError):
 
     code = "stale_receipt"
     status_code = 409
-    sqs_code = "ReceiptHandleIsInvalid"
     default_message = "The message was delivered again since this receipt was issued."
 
 
@@ -130,14 +125,12 @@ class SubscriptionAlreadyExists(PgqError):
 class PermissionDenied(PgqError):
     code = "permission_denied"
     status_code = 403
-    sqs_code = "AccessDenied"
     default_message = "You do not have permission to do this."
 
 
 class QueuePaused(PgqError):
     code = "queue_paused"
     status_code = 409
-    sqs_code = "AWS.SimpleQueueService.QueueDeletedRecently"
     default_message = "The queue is paused; resume it to read messages."
 
     @classmethod
@@ -148,7 +141,6 @@ class QueuePaused(PgqError):
 class QueueFull(PgqError):
     code = "queue_full"
     status_code = 409
-    sqs_code = "OverLimit"
     default_message = "The queue holds its maximum number of messages."
 
 
@@ -174,7 +166,6 @@ class ConnectionLost(PgqError, OperationalError):
 
     code = "connection_lost"
     status_code = 503
-    sqs_code = "ServiceUnavailable"
     default_message = "The connection to the database was lost; the outcome is unknown."
 
 
@@ -184,13 +175,12 @@ class NotMigrated(PgqError, ProgrammingError):
     Raised instead of PostgreSQL's bare ``relation "pgq_…" does not exist``, which names a
     table but not the command that creates it. It is also a Django ``ProgrammingError``
     (what the statement raised), so code that already catches database errors keeps
-    catching it. A server-side fault, not bad input: 503 over REST, ``InternalError`` over
-    SQS.
+    catching it. A server-side fault, not bad input: 503 over REST (and ``InternalError``
+    over SQS, in that endpoint's table).
     """
 
     code = "not_migrated"
     status_code = 503
-    sqs_code = "InternalError"
     default_message = "pgq_django's tables are missing: run `python manage.py migrate`."
 
 

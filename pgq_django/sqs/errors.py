@@ -1,4 +1,4 @@
-"""SQS error codes, and the one place a PgqError becomes an SQS error.
+"""SQS error codes, and the one table that turns a PgqError into an SQS error.
 
 SQS moved from its XML "query" protocol to AWS JSON 1.0 keeping its old error codes: an error
 response carries the modelled error's shape name in the body (``"__type":
@@ -12,7 +12,17 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..exceptions import PgqError
+from ..exceptions import (
+    MessageNotFound,
+    NotMigrated,
+    PermissionDenied,
+    PgqError,
+    QueueAlreadyExists,
+    QueueFull,
+    QueueNotFound,
+    QueuePaused,
+    StaleReceipt,
+)
 
 
 class ErrorKind(NamedTuple):
@@ -115,14 +125,37 @@ class SqsError(Exception):
         }
 
 
-def from_pgq_error(exc: PgqError) -> SqsError:
-    """The SQS form of any PgqError: each class names its SQS code (``sqs_code``).
+# The SQS code of each PgqError this endpoint answers with something more precise than
+# InvalidParameterValue (SQS's answer to any argument it rejects). A subclass takes the code
+# of its nearest listed ancestor; a class with none listed, that default. Kept here, not on
+# the exception classes: the core errors know nothing of SQS.
+PGQ_ERROR_CODES: dict[type[PgqError], str] = {
+    QueueNotFound: NON_EXISTENT_QUEUE,
+    QueueAlreadyExists: "QueueAlreadyExists",
+    MessageNotFound: "ReceiptHandleIsInvalid",
+    StaleReceipt: "ReceiptHandleIsInvalid",
+    PermissionDenied: "AccessDenied",
+    QueuePaused: "AWS.SimpleQueueService.QueueDeletedRecently",
+    QueueFull: "OverLimit",
+    NotMigrated: "InternalError",
+}
+DEFAULT_CODE = "InvalidParameterValue"
 
-    A code this endpoint does not know falls back to InvalidParameterValue, which is what
-    SQS answers for any argument it rejects.
-    """
-    code = exc.sqs_code if exc.sqs_code in ERRORS else "InvalidParameterValue"
-    return SqsError(code, exc.message)
+
+def sqs_code(error: type[PgqError] | PgqError) -> str:
+    """The SQS code of a PgqError (class or instance): the first class of its MRO listed in
+    :data:`PGQ_ERROR_CODES`, else InvalidParameterValue."""
+    cls = error if isinstance(error, type) else type(error)
+    for klass in cls.__mro__:
+        code = PGQ_ERROR_CODES.get(klass)
+        if code is not None:
+            return code
+    return DEFAULT_CODE
+
+
+def from_pgq_error(exc: PgqError) -> SqsError:
+    """The SQS form of any PgqError, by :func:`sqs_code`."""
+    return SqsError(sqs_code(exc), exc.message)
 
 
 def invalid(message: str) -> SqsError:

@@ -7,6 +7,7 @@ from django.forms.models import model_to_dict
 
 import pgq_django as pgq
 from pgq_django.models import Binding, Exchange, Message, Queue, QueueCounter
+from pgq_django.sqs.errors import sqs_code
 
 DEEP = [[]]
 for _ in range(150):
@@ -229,7 +230,7 @@ def test_bad_input_raises_a_clear_error_and_changes_nothing(queue, snapshot, cal
 def test_errors_carry_codes_for_http_and_sqs():
     err = pgq.QueueNotFound("Queue 'x' does not exist.", queue="x")
     assert err.status_code == 404
-    assert err.sqs_code == "AWS.SimpleQueueService.NonExistentQueue"
+    assert sqs_code(err) == "AWS.SimpleQueueService.NonExistentQueue"
     assert err.as_dict() == {
         "code": "queue_not_found",
         "message": "Queue 'x' does not exist.",

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pgq_django import exceptions
 from pgq_django.sqs.auth import Caller
 from pgq_django.sqs.batches import batch_entries
-from pgq_django.sqs.errors import ERRORS, SqsError, from_pgq_error
+from pgq_django.sqs.errors import ERRORS, PGQ_ERROR_CODES, SqsError, from_pgq_error, sqs_code
 from pgq_django.sqs.params import (
     Call,
     decode_token,
@@ -268,7 +268,23 @@ def test_every_pgq_error_becomes_an_sqs_error_with_a_known_code(error_class) -> 
     translated = from_pgq_error(error_class("why"))
     assert translated.code in ERRORS
     assert translated.message == "why"
-    if error_class.sqs_code in ERRORS:
-        assert translated.code == error_class.sqs_code
+    if sqs_code(error_class) in ERRORS:
+        assert translated.code == sqs_code(error_class)
     else:
         assert translated.code == "InvalidParameterValue"
+
+
+def test_sqs_codes_live_in_the_endpoint_s_table_not_on_the_core_errors() -> None:
+    """The core exceptions carry no SQS code; the endpoint's one table names each, every
+    code in it is one the endpoint answers, and a subclass takes its nearest listed
+    ancestor's code (or the default)."""
+    assert not any(hasattr(cls, "sqs_code") for cls in vars(exceptions).values())
+    assert set(PGQ_ERROR_CODES.values()) <= set(ERRORS)
+
+    class Renamed(exceptions.QueueNotFound):
+        pass
+
+    assert sqs_code(Renamed("gone")) == "AWS.SimpleQueueService.NonExistentQueue"
+    assert sqs_code(exceptions.MessageTooLarge) == "InvalidParameterValue"
+    assert sqs_code(exceptions.ConnectionLost()) == "InvalidParameterValue"
+    assert sqs_code(exceptions.NotMigrated()) == "InternalError"
