@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import signal
 import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from .pgq_worker import non_negative_int
+from pgq_django.management.arguments import non_negative_int
+from pgq_django.partitions import MAX_PREMAKE, upkeep
 
 
 def premake_count(value: str) -> int:
     """A number of partitions to premake: 0 to MAX_PREMAKE."""
-    import argparse
-
-    from pgq_django.partitions import MAX_PREMAKE
-
     number = non_negative_int(value)
     if number > MAX_PREMAKE:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_PREMAKE}")
@@ -44,8 +42,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, premake: int | None, dry_run: bool, **options: Any) -> None:
-        from pgq_django.partitions import upkeep
-
         stopping: list[int] = []
 
         def stop_after_this_action(signum: int, frame: Any) -> None:

@@ -14,57 +14,18 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from pgq_django.conf import settings
+from pgq_django.management.arguments import (
+    MAX_BATCH_SIZE,
+    batch_size,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
 from pgq_django.readiness import not_migrated_message, unapplied_migrations
 from pgq_django.worker.executor import message_logger
 
 # The worker's lines about single messages (acks, lease extensions): shown from -v 3.
 MESSAGE_LOGGER = message_logger.name
-
-
-def _whole_number(value: str, minimum: int) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < minimum:
-        raise argparse.ArgumentTypeError(f"must be at least {minimum}")
-    return number
-
-
-def positive_int(value: str) -> int:
-    return _whole_number(value, 1)
-
-
-# The largest batch one lease may take (the handler option ``batch`` has the same bound).
-MAX_BATCH_SIZE = 1000
-
-
-def batch_size(value: str) -> int:
-    number = _whole_number(value, 1)
-    if number > MAX_BATCH_SIZE:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_BATCH_SIZE}")
-    return number
-
-
-def non_negative_int(value: str) -> int:
-    return _whole_number(value, 0)
-
-
-def non_negative_float(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if not number >= 0:
-        raise argparse.ArgumentTypeError("must be zero or more seconds")
-    return number
-
-
-def positive_float(value: str) -> float:
-    number = non_negative_float(value)
-    if number <= 0:
-        raise argparse.ArgumentTypeError("must be more than zero seconds")
-    return number
 
 
 class Command(BaseCommand):
