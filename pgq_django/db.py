@@ -20,9 +20,10 @@ A connection set up in another process (this one was forked after using the data
 abandoned for a new one, so parent and child never share a session: see "Forked processes"
 in docs/design.md.
 
-The only statements that do not run here are the worker leader's (:mod:`pgq_django.sql.leader`),
-which must hold an advisory lock on a dedicated connection of their own, and the LISTEN
-connection of :mod:`pgq_django.notify`.
+A few statements need a session of their own rather than Django's connection of the
+calling thread: the LISTEN connection's (:mod:`pgq_django.sql.notify`), heard only while its
+session lasts, run here too, on the caller's psycopg connection (:func:`run_dedicated`); the
+worker leader's (:mod:`pgq_django.sql.leader`) hold an advisory lock on a dedicated connection.
 """
 
 from __future__ import annotations
@@ -378,3 +379,17 @@ def run_rowcount(
 ) -> int:
     """Run a statement for its effect (DDL, locks, settings); returns the rows it touched."""
     return int(_fetch(statement, params, alias, prepare, _COUNT)[1])
+
+
+def run_dedicated(
+    connection: psycopg.Connection[Any], statement: str | Composable, params: Any = None
+) -> psycopg.Cursor[Any]:
+    """Run a named statement on a psycopg connection the caller owns, outside Django.
+
+    For a session that must stay the caller's alone for as long as it lives (a LISTEN hears
+    notifications only while its session lasts), which Django's per-thread connections,
+    closed and reopened with requests, cannot be. The statement is never prepared (such a
+    connection may go through a pooler that cannot keep prepared statements); the caller
+    fetches what it needs from the cursor returned.
+    """
+    return connection.execute(statement, params, prepare=False)

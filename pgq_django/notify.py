@@ -55,8 +55,11 @@ from typing import Any
 
 import psycopg
 from django.db import connections
+from psycopg.sql import Identifier
 
+from . import db
 from .conf import settings
+from .sql import notify as statements
 
 logger = logging.getLogger("pgq_django.notify")
 
@@ -97,19 +100,20 @@ def listen_params(alias: str | None = None) -> dict[str, Any]:
     session to other clients between transactions. The database name stays the alias's
     unless the override names one (so a test database is followed).
     """
-    db = connections[alias or settings.DATABASE]
+    database = connections[alias or settings.DATABASE]
     override = settings.LISTEN_CONNECTION
     if not override:
-        return _psycopg_params(db)
-    merged = {**db.settings_dict, **override}
-    merged["OPTIONS"] = {**db.settings_dict.get("OPTIONS", {}), **override.get("OPTIONS", {})}
-    return _psycopg_params(type(db)(merged, alias=db.alias))
+        return _psycopg_params(database)
+    merged = {**database.settings_dict, **override}
+    options = {**database.settings_dict.get("OPTIONS", {}), **override.get("OPTIONS", {})}
+    merged["OPTIONS"] = options
+    return _psycopg_params(type(database)(merged, alias=database.alias))
 
 
-def _psycopg_params(db: Any) -> dict[str, Any]:
-    """The keyword arguments of Django's connection ``db`` that psycopg.connect() takes,
-    never preparing statements (see :func:`connection_params`)."""
-    params = dict(db.get_connection_params())
+def _psycopg_params(database: Any) -> dict[str, Any]:
+    """The keyword arguments of Django's connection ``database`` that psycopg.connect()
+    takes, never preparing statements (see :func:`connection_params`)."""
+    params = dict(database.get_connection_params())
     for key in ("cursor_factory", "context", "client_encoding"):
         params.pop(key, None)
     params["prepare_threshold"] = None
@@ -117,7 +121,7 @@ def _psycopg_params(db: Any) -> dict[str, Any]:
 
 
 def _listen(conn: psycopg.Connection[Any], channel: str) -> None:
-    conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
+    db.run_dedicated(conn, statements.LISTEN.format(channel=Identifier(channel)))
 
 
 class Listener:
@@ -438,7 +442,7 @@ class Hub:
                     self._wake(names)
                 last_check = time.monotonic()
             elif time.monotonic() - last_check > HEALTH_CHECK_INTERVAL:
-                conn.execute("SELECT 1")
+                db.run_dedicated(conn, statements.LISTENER_PING)
                 last_check = time.monotonic()
 
     # Lifecycle ---------------------------------------------------------------------------
@@ -464,7 +468,9 @@ class Hub:
                 contextlib.suppress(Exception),
                 psycopg.connect(**self._params, autocommit=True) as killer,
             ):
-                killer.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
+                db.run_dedicated(
+                    killer, statements.TERMINATE_LISTENER, {"pid": conn.info.backend_pid}
+                )
 
     def close(self) -> None:
         """Stop the thread, close the connection and wake every waiter to re-check."""
@@ -588,5 +594,9 @@ def close_all() -> None:
 
 def notify_queue(queue: str, alias: str | None = None) -> None:
     """Wake consumers of ``queue`` (after a resume, a redrive or a manual change)."""
-    with connections[alias or settings.DATABASE].cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%s, %s)", [settings.NOTIFY_CHANNEL, queue])
+    db.run_one(
+        statements.NOTIFY_QUEUE,
+        {"channel": settings.NOTIFY_CHANNEL, "queue": queue},
+        alias,
+        prepare=False,
+    )

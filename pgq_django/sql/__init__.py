@@ -9,6 +9,7 @@
 - :mod:`.counters`: folding counters, metrics.
 - :mod:`.partitions`: partition catalog queries and DDL templates.
 - :mod:`.leader`: the worker leader's advisory lock.
+- :mod:`.notify`: the LISTEN connection's own commands, and the wake-up of one queue.
 - :mod:`.spark`: what the Spark pipeline adds (partition spans, id-range reads, the archive
   stream's watermark); its executors run without Django, on connections of their own.
 - :mod:`.server_functions`: the hot statements as server-side functions, for connections
@@ -47,6 +48,7 @@ MODULES = (
     "counters",
     "partitions",
     "leader",
+    "notify",
     "spark",
     "server_functions",
 )

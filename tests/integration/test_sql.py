@@ -29,13 +29,17 @@ SQL_DIR = catalogue.SQL_DIR
 #   of its own) and finding them for the runner, which calls it;
 # - tallies.py and wakeups.py: the counter flusher and the trailing wake-ups, store services
 #   below the models (they run their statement through the runner rather than climbing back
-#   up into Message.objects).
+#   up into Message.objects);
+# - notify.py: the LISTEN hub, whose commands run on the session it holds for as long as it
+#   listens (a LISTEN is heard only while its session lasts), through the runner's
+#   run_dedicated, and the wake-up of one queue, a store duty below the models as wakeups.py.
 OTHER_RUNNERS = {
     "partitions.py",
     "worker/leader.py",
     "server_functions.py",
     "tallies.py",
     "wakeups.py",
+    "notify.py",
 }
 # The Spark pipeline: executors without Django, on psycopg connections of their own.
 SPARK = "spark/"
@@ -132,8 +136,8 @@ def test_shared_fragments_are_written_once(text: str) -> None:
     assert homes == {"fragments.py": 1}
 
 
-# Modules that may still hold SQL text outside sql/: the LISTEN connection's own commands.
-SQL_TEXT_ALLOWED = {"notify.py"}
+# Modules that may still hold SQL text outside sql/: none.
+SQL_TEXT_ALLOWED: set[str] = set()
 _SQL_TEXT = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+INTO|DELETE\s+FROM|UPDATE\s+pgq_\w+\s+SET)\b")
 
 
