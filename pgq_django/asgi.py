@@ -61,10 +61,10 @@ from django.core.handlers.base import BaseHandler
 from django.urls import Resolver404, ResolverMatch, get_resolver, set_script_prefix
 from rest_framework.exceptions import APIException
 
-from .api.validation import is_ascii_digits
 from .conf import settings
 from .rest import authentication
 from .rest.exceptions import error_body
+from .validation import is_ascii_digits
 
 if TYPE_CHECKING:
     from .sqs.asgi import LeanEndpoint

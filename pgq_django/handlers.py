@@ -16,7 +16,7 @@ from typing import Any
 
 from django.utils.module_loading import autodiscover_modules
 
-from .api import validation as v
+from . import validation as v
 from .exceptions import InvalidArgument
 
 HANDLERS_MODULE = "pgq_handlers"

@@ -306,7 +306,7 @@ def premake_partitions(premake: int | None = None, *, dry_run: bool = False) -> 
 
 
 def _premake(premake: int | None, *, dry_run: bool) -> Iterator[str]:
-    from .api.validation import integer
+    from .validation import integer
 
     size = int(settings.PARTITION_SIZE)
     ahead = settings.PARTITION_PREMAKE if premake is None else premake

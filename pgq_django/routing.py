@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .api.validation import is_utf8
 from .exceptions import InvalidArgument
+from .validation import is_utf8
 
 MAX_ROUTING_KEY = 255
 _FILTER_SCALARS = (str, int, float, bool)

@@ -178,7 +178,7 @@ class BindingForm(forms.ModelForm):
         fields = ("queue", "routing_key", "filters")
 
     def clean_filters(self) -> Any:
-        from ..api import validation
+        from .. import validation
         from ..routing import binding_filters
 
         try:

@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .. import validation as v
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueNotFound
 from ..models import ArchivedMessage, Outcome
 from ..types import MessageRef, MessageRefs, QueueRef
-from . import validation as v
 from .recovery import recovers
 from .refs import message_manager, message_ref, message_refs, queue_missing
 from .sending import send_trusted

@@ -12,6 +12,7 @@ from typing import Any, Unpack
 from django.db import IntegrityError, transaction
 
 from .. import routing
+from .. import validation as v
 from ..conf import settings
 from ..exceptions import (
     ExchangeAlreadyExists,
@@ -23,7 +24,6 @@ from ..exceptions import (
 )
 from ..models import Binding, Exchange, ExchangeType, Queue
 from ..types import ExchangeRef, QueueRef
-from . import validation as v
 from .queues import get_queue
 from .recovery import has_dedup_id, recovers
 from .sending import SendOptions, check_send_options

@@ -10,11 +10,11 @@ import time
 from collections.abc import Iterable
 from typing import Any, Unpack
 
+from .. import validation as v
 from ..conf import settings
 from ..exceptions import InvalidArgument
 from ..models import Message
 from ..types import Duration, MessageRef, MessageRefs, QueueRef
-from . import validation as v
 from .recovery import has_dedup_id, recovers
 from .refs import message_manager, message_ref, message_refs, queue_missing
 from .sending import SendOptions, refuse_inside_atomic, send_one, send_trusted

@@ -13,10 +13,10 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .. import validation as v
 from ..conf import settings
 from ..exceptions import InvalidArgument
 from ..models import Backoff
-from . import validation as v
 
 Kind = Literal[
     "seconds", "integer", "flag", "choice", "tags", "queue", "callback", "user", "unenforced"

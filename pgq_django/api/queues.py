@@ -6,12 +6,12 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from .. import validation as v
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueAlreadyExists, QueueNotFound
 from ..models import Message, Queue
 from ..partitions import ensure_transient_ranges
 from ..types import Duration, QueueRef
-from . import validation as v
 from .queue_settings import QUEUE_SETTINGS, queue_setting_defaults
 from .recovery import recovers
 

@@ -9,12 +9,12 @@ statements take, the read_ct fencing out a consumer whose lease was taken over.
 
 from __future__ import annotations
 
+from .. import validation as v
 from ..exceptions import MessageTooLarge, PgqError, QueueFull, QueueNotFound, QueuePaused
 from ..managers import MessageManager
 from ..models import Message, Receipt
 from ..receipts import not_a_message_reference
 from ..types import MessageRef, MessageRefs
-from . import validation as v
 
 #: A message as the statements take it: (msg_id, read_ct of the lease, or None for any).
 Fence = tuple[int, int | None]

@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any, TypedDict
 
+from .. import validation as v
 from ..conf import settings
 from ..exceptions import InvalidArgument, InvalidMessage, MessageTooLarge, QueueFull
 from ..types import Duration, QueueRef
-from . import validation as v
 from .refs import message_manager, queue_full, queue_missing
 
 

@@ -6,11 +6,11 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from .. import validation as v
 from ..conf import settings
 from ..exceptions import QueueNotFound
 from ..models import Message
 from ..types import QueueRef
-from . import validation as v
 from .recovery import recovers
 
 

@@ -13,11 +13,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from .. import routing
+from .. import validation as v
 from ..conf import settings
 from ..exceptions import InvalidName, SubscriptionAlreadyExists, SubscriptionNotFound
 from ..models import Binding
 from ..types import ExchangeRef, QueueRef
-from . import validation as v
 from .exchanges import get_exchange
 from .queues import get_queue
 

@@ -45,7 +45,7 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         """Insert JSON-encoded bodies; returns (queue_id or None, [msg_id, …], full).
 
         ``options`` are the send options as statement parameters (see
-        :func:`pgq_django.api.validation.send_options`); any left out take their defaults.
+        :func:`pgq_django.validation.send_options`); any left out take their defaults.
         """
         alias = self._db_alias()
         # Autocommit: the statement commits as it returns, so its count can join this

@@ -16,7 +16,7 @@ from django.db import models, transaction
 from django.db.models.functions import Now
 
 from .. import db
-from ..api import validation as v
+from .. import validation as v
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueNotFound, QueuePaused
 from ..sql.messages import LEASE_SELECTED

@@ -18,8 +18,8 @@ from typing import Any
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
-from ..api.validation import is_ascii_digits
 from ..conf import settings
+from ..validation import is_ascii_digits
 from .exceptions import RequestTooLarge
 
 

@@ -18,7 +18,7 @@ from django.db.models import QuerySet
 from rest_framework.permissions import BasePermission
 
 from .. import access
-from ..api import validation as v
+from .. import validation as v
 from ..api.exchanges import get_exchange
 from ..api.queues import get_queue
 from ..exceptions import ExchangeNotFound, PermissionDenied, QueueNotFound

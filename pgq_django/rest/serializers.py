@@ -24,7 +24,7 @@ from rest_framework import serializers
 from rest_framework.fields import SkipField, empty, get_error_detail
 
 from ..api.queue_settings import QUEUE_SETTINGS
-from ..api.validation import MAX_SECONDS
+from ..validation import MAX_SECONDS
 
 # ---------------------------------------------------------------------------------------------
 # Strict fields

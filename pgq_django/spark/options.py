@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..api import validation as v
+from .. import validation as v
 from ..exceptions import InvalidArgument
 from .queries import TABLES
 

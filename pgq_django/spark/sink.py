@@ -1,8 +1,8 @@
 """Writing a DataFrame into a queue or an exchange, from Spark's executors.
 
 Executors have no Django, so a task does not call :func:`pgq_django.send_batch`; it checks
-each row with the same checks (:func:`pgq_django.api.validation.send_options` and
-:func:`~pgq_django.api.validation.body`) and runs the same statements the functional API
+each row with the same checks (:func:`pgq_django.validation.send_options` and
+:func:`~pgq_django.validation.body`) and runs the same statements the functional API
 runs (:data:`pgq_django.sql.messages.SEND`, :data:`pgq_django.sql.delivery.SEND_DEDUPLICATED`,
 :data:`pgq_django.sql.exchanges.PUBLISH`) over psycopg, so a row written by Spark is the row
 ``send`` would have written: same defaults, counters and wake-ups. Configuring Django in
@@ -27,7 +27,7 @@ from typing import Any
 import psycopg
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
-from ..api import validation as v
+from .. import validation as v
 from ..exceptions import (
     ExchangeNotFound,
     InvalidMessage,

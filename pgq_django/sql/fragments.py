@@ -60,7 +60,7 @@ HAS_ROOM = """({q}.max_length IS NULL OR {q}.max_length >= {n} + (
 
 # The send options a new message takes (headers, attributes, label, priority, delay,
 # expires_in, group, dedup_id, max_retries, retry_delay), each as the value of a send that
-# gives none: what pgq_django.api.validation.send_options() answers without arguments (a
+# gives none: what pgq_django.validation.send_options() answers without arguments (a
 # test keeps the two equal). The manager compares a send's options with these to pick the
 # statement that has them as constants (SEND_PLAIN) instead of parameters.
 SEND_OPTION_DEFAULTS: dict[str, str | int | None] = {

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.db import close_old_connections, connections
 
-from ..api import validation as v
+from .. import validation as v
 from ..api.delivery import release_leases
 from ..api.messages import read
 from ..api.stats import metrics

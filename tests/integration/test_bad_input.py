@@ -199,7 +199,7 @@ def test_the_six_characters_backslash_u0000_are_text_not_a_nul(queue):
 
 
 def test_nesting_up_to_the_limit_is_accepted(queue):
-    from pgq_django.api.validation import MAX_DEPTH
+    from pgq_django.validation import MAX_DEPTH
 
     body: list = []
     for _ in range(MAX_DEPTH - 1):

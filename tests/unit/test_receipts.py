@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgq_django.api.validation import BIGINT_MAX
 from pgq_django.exceptions import InvalidArgument
 from pgq_django.receipts import Receipt
+from pgq_django.validation import BIGINT_MAX
 
 
 @given(st.integers(0, BIGINT_MAX), st.integers(0, 2**31 - 1))

@@ -4,7 +4,7 @@ the statement's defaults, so the two must never drift apart."""
 
 from __future__ import annotations
 
-from pgq_django.api import validation as v
+from pgq_django import validation as v
 from pgq_django.sql import fragments, messages
 
 

@@ -1,4 +1,4 @@
-"""The argument checks every entry point shares (:mod:`pgq_django.api.validation`).
+"""The argument checks every entry point shares (:mod:`pgq_django.validation`).
 
 They run before any SQL, so each refusal here is a refusal everywhere: the Python API, REST,
 SQS and Spark's executors. Each test names the exact error class and what its message says.
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgq_django.api import validation as v
+from pgq_django import validation as v
 from pgq_django.exceptions import InvalidArgument, InvalidMessage, InvalidName
 
 # No example database in the checkout: each run draws afresh, and a failure prints its case.

@@ -37,10 +37,10 @@ from rest_framework.response import Response
 import pgq_django as pgq
 
 from ... import notify
-from ...api.validation import is_ascii_digits
 from ...conf import settings
 from ...exceptions import InvalidArgument, MessageNotFound, PermissionDenied, StaleReceipt
 from ...models import Message
+from ...validation import is_ascii_digits
 from .. import serializers as s
 from ..permissions import require_queue
 from .base import AsyncPgqView, PgqView, Wait, no_content

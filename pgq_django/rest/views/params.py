@@ -7,9 +7,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ...api.validation import is_ascii_digits
 from ...conf import settings
 from ...exceptions import InvalidArgument
+from ...validation import is_ascii_digits
 
 
 def whole(name: str, low: int, high: int) -> Callable[[str], int]:

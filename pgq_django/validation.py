@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any, Literal, overload
 
-from ..exceptions import InvalidArgument, InvalidMessage, InvalidName
+from .exceptions import InvalidArgument, InvalidMessage, InvalidName
 
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
 _NAME_RE = NAME_RE
