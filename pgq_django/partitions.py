@@ -59,6 +59,7 @@ from psycopg import sql
 
 from . import db
 from .conf import settings
+from .exceptions import InvalidArgument
 from .models import Queue, SparkExport
 from .sql import partitions as statements
 from .sql.fragments import (
@@ -67,6 +68,7 @@ from .sql.fragments import (
     TRANSIENT_FIRST_ID,
     TRANSIENT_MSG_ID_SEQUENCE,
 )
+from .validation import integer
 
 MESSAGE_TABLE = "pgq_message"
 ARCHIVE_TABLE = "pgq_archived_message"
@@ -197,8 +199,6 @@ def storage_options(table: str) -> dict[str, Any]:
         options.update(settings.LIVE_PARTITION_STORAGE or {})
     for name, value in options.items():
         if not _OPTION_NAME.match(name) or not isinstance(value, int | float | bool):
-            from .exceptions import InvalidArgument
-
             raise InvalidArgument(
                 f"LIVE_PARTITION_STORAGE: {name!r} = {value!r} is not a storage parameter "
                 "name with a number or boolean value.",
@@ -306,8 +306,6 @@ def premake_partitions(premake: int | None = None, *, dry_run: bool = False) -> 
 
 
 def _premake(premake: int | None, *, dry_run: bool) -> Iterator[str]:
-    from .validation import integer
-
     size = int(settings.PARTITION_SIZE)
     ahead = settings.PARTITION_PREMAKE if premake is None else premake
     ahead = integer(ahead, "premake", minimum=0, maximum=MAX_PREMAKE)

@@ -17,6 +17,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 
 from ..managers import ExchangeManager
+from ..routing import topic_regex
 from .queues import QUEUE_NAME_PATTERN, Queue
 
 
@@ -105,7 +106,5 @@ class Binding(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         """Keep the compiled topic pattern in step with the routing key (admin edits too)."""
-        from ..routing import topic_regex
-
         self.key_pattern = topic_regex(self.routing_key or "")
         super().save(*args, **kwargs)
