@@ -29,6 +29,7 @@ from django.db import connections
 from psycopg import pq
 from psycopg.sql import SQL, Identifier, Literal
 
+from .conf import settings
 from .sql import server_functions as statements
 
 logger = logging.getLogger("pgq_django.server_functions")
@@ -178,7 +179,6 @@ def on_post_migrate(using: str, plan: Any = None, **kwargs: Any) -> None:
     new release's changed statements get their functions then), not after ``flush``, which
     sends the signal too and changes no schema.
     """
-    from .conf import settings
 
     if plan is None or using != settings.DATABASE or not settings.SERVER_FUNCTIONS:
         return

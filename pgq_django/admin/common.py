@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
-from .. import access
+from .. import access, validation
 from ..api.queue_settings import QUEUE_SETTINGS
 from ..exceptions import PgqError
 from ..models import (
@@ -19,6 +19,7 @@ from ..models import (
     Queue,
     QueueGrant,
 )
+from ..routing import binding_filters
 
 PAGE_SIZE = 50
 # The queue settings the admin's queue form may change: the API's table, nothing of its own.
@@ -178,8 +179,6 @@ class BindingForm(forms.ModelForm):
         fields = ("queue", "routing_key", "filters")
 
     def clean_filters(self) -> Any:
-        from .. import validation
-        from ..routing import binding_filters
 
         try:
             filters = binding_filters(self.cleaned_data.get("filters"))

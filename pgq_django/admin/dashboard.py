@@ -21,6 +21,8 @@ from django.db.models import Sum
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
+from .. import tallies
+from ..conf import settings
 from ..models import QueueCounter
 
 THROUGHPUT_KINDS = ("sent", "acked", "dead")
@@ -40,8 +42,6 @@ def _minutes(since: datetime, until: datetime) -> list[datetime]:
 
 def series(queue_ids: Iterable[int], depth_now: int, *, minutes: int = 60) -> dict[str, Any]:
     """Per-minute throughput by kind and reconstructed total depth for the given queues."""
-    from .. import tallies
-    from ..conf import settings
 
     tallies.flush(settings.DATABASE)  # this process's own sends and acks (see tallies)
     now = timezone.now()

@@ -34,6 +34,7 @@ from .common import (
     pretty_json,
     visible_queues,
 )
+from .dashboard import series
 from .errors import split_errors
 
 # A body is shown whole, in a box that scrolls; only one larger than this (the default
@@ -246,7 +247,6 @@ class QueuePagesMixin(_AdminBase):
         return TemplateResponse(request, "pgq_django/admin/send_message.html", context)
 
     def _dashboard_payload(self, request: HttpRequest) -> dict[str, Any]:
-        from .dashboard import series
 
         queues = {q.name: q.pk for q in visible_queues(request.user)}
         rows = [m for m in pgq.metrics_all() if m.queue_name in queues]

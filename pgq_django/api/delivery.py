@@ -19,6 +19,7 @@ from ..conf import settings
 from ..exceptions import InvalidArgument, QueueNotFound
 from ..models import ArchivedMessage, Outcome
 from ..types import MessageRef, MessageRefs, QueueRef
+from .queues import alter_queue, get_queue
 from .recovery import recovers
 from .refs import message_manager, message_ref, message_refs, queue_missing
 from .sending import send_trusted
@@ -141,8 +142,6 @@ def redrive(
             raise InvalidArgument("origins must be a list of queue names.", field="origins")
         only = [v.name(o) for o in origins]
     if dest is not None:
-        from .queues import get_queue
-
         get_queue(dest)
     queue_id, moved = message_manager().redrive(name, to=dest, origins=only, limit=count)
     if queue_id is None:
@@ -157,7 +156,6 @@ def dead_letter_origins(dead_letter_queue: QueueRef) -> dict[str, int]:
     Only queues that still exist are listed; messages without a recorded origin are not
     counted. Raises QueueNotFound for an unknown dead-letter queue.
     """
-    from .queues import get_queue
 
     queue = get_queue(dead_letter_queue)
     return message_manager().dead_letter_origins(queue.name)
@@ -174,8 +172,6 @@ def replay(queue: QueueRef, msg_ids: MessageRefs, *, to: QueueRef | None = None)
     originals' order.
     """
     from django.db import transaction
-
-    from .queues import get_queue
 
     if isinstance(msg_ids, int):
         msg_ids = [msg_ids]
@@ -213,7 +209,6 @@ def register_callback(queue: QueueRef, callback: str) -> Any:
     The path must import and name something callable (checked here, in this process). A
     handler registered with ``@pgq.handler`` for the same queue takes precedence.
     """
-    from .queues import alter_queue
 
     path = v.text(callback, "callback", allow_none=False, max_length=255)
     if not path:
@@ -224,7 +219,6 @@ def register_callback(queue: QueueRef, callback: str) -> Any:
 @recovers()
 def unregister_callback(queue: QueueRef) -> Any:
     """Remove a queue's callback; its messages wait until a handler or callback appears."""
-    from .queues import alter_queue
 
     return alter_queue(queue, callback="")
 

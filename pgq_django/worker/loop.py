@@ -26,6 +26,7 @@ from ..api.messages import read
 from ..api.stats import metrics
 from ..conf import settings
 from ..exceptions import QueueNotFound, QueuePaused
+from ..models import Queue
 from ..readiness import unknown_queue_message, unknown_queues
 from . import maintenance
 from .batch import run_batch
@@ -123,7 +124,6 @@ class Worker:
     # -- lifecycle ---------------------------------------------------------------------
 
     def _lease_lengths(self) -> dict[str, float]:
-        from ..models import Queue
 
         timeouts = dict(
             Queue.objects.filter(name__in=list(self.handlers)).values_list(

@@ -19,7 +19,10 @@ from typing import Any
 
 from django.db import close_old_connections
 
+from ..api import messages as api_messages
 from ..api import upkeep
+from ..conf import settings
+from ..models import Message
 
 logger = logging.getLogger("pgq_django.worker")
 
@@ -40,9 +43,7 @@ def rescue_expired_leases() -> int:
 
 
 def expire_messages() -> int:
-    from ..api.messages import expire_messages
-
-    return expire_messages()
+    return api_messages.expire_messages()
 
 
 def enforce_retention() -> dict[str, int]:
@@ -50,8 +51,6 @@ def enforce_retention() -> dict[str, int]:
 
 
 def compact_counters() -> Any:
-    from ..conf import settings
-    from ..models import Message
 
     return Message.objects.db_manager(settings.DATABASE).compact_counters()
 

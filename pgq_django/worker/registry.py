@@ -23,6 +23,8 @@ from ..handlers import autodiscover as autodiscover
 from ..handlers import handler as handler
 from ..handlers import registered as registered
 from ..handlers import unregister as unregister
+from ..models import Queue
+from ..tasks import run_task, task_queues
 
 logger = logging.getLogger("pgq_django.worker")
 
@@ -62,7 +64,6 @@ def task_handlers(queues: list[str] | None = None) -> dict[str, Handler]:
     backends = (getattr(django_settings, "TASKS", None) or {}).values()
     if not any(b.get("BACKEND") == "pgq_django.tasks.PgqBackend" for b in backends):
         return {}
-    from ..tasks import run_task, task_queues
 
     return {
         name: Handler(name, run_task, batch=1)
@@ -77,7 +78,6 @@ def callback_handlers(queues: list[str] | None = None) -> dict[str, Handler]:
     Each callback is imported here, so a worker serving some queues never imports, nor
     runs the import-time code of, another queue's callback.
     """
-    from ..models import Queue
 
     found: dict[str, Handler] = {}
     rows = Queue.objects.exclude(callback="")

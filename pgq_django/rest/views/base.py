@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from ...api.recovery import drop_dead_connections
 from ..authentication import authentication_classes
-from ..exceptions import exception_handler
+from ..exceptions import NotFound, exception_handler
 from ..parsers import LimitedJSONParser
 from ..permissions import IsAuthenticated
 from ..serializers import Strict
@@ -199,7 +199,6 @@ class UnknownPathView(PgqView):
         return []
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
-        from ..exceptions import NotFound
 
         super().initial(request, *args, **kwargs)
         raise NotFound(f"There is no endpoint at {request.path}.", path=request.path)
