@@ -8,6 +8,7 @@ imports Django: the executors have none.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +20,9 @@ from .queries import TABLES
 
 OUTCOMES = ("acked", "dead", "expired", "cancelled", "archived")
 MAX_PARTITIONS = 10_000
+
+# A number of seconds as an option string writes it: ASCII digits, an optional decimal part.
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 
 
 def _lower(options: Mapping[str, Any]) -> dict[str, str]:
@@ -47,10 +51,8 @@ def _positive(options: dict[str, str], key: str, default: int, maximum: int) -> 
     raw = options.get(key.lower())
     if raw is None:
         return default
-    try:
-        number = int(raw)
-    except ValueError:
-        number = 0
+    # ASCII digits only: int() would also read other scripts' digits and "1_000".
+    number = int(raw) if v.is_ascii_digits(raw) and len(raw) <= 18 else 0
     if not 1 <= number <= maximum:
         raise InvalidArgument(
             f"Option {key} must be a whole number from 1 to {maximum}, not {raw!r}.", field=key
@@ -182,6 +184,8 @@ class ConsumeOptions:
         timeout = None
         if vt is not None:
             try:
+                if not _DECIMAL.fullmatch(vt):
+                    raise ValueError(vt)
                 timeout = v.seconds(float(vt), "visibilityTimeout")
             except ValueError:
                 raise InvalidArgument(

@@ -89,3 +89,16 @@ def test_a_page_defaults_to_the_configured_limit_and_offset_zero_and_caps_the_li
         page(request("limit=201"))
     with pytest.raises(InvalidArgument, match="offset must be a whole number from 0 to"):
         page(request("offset=99999999999999"))
+
+
+@pytest.mark.parametrize("value", ["\u0661\u0662", "1_0", " 5", "5 ", "inf", "1e3", "+2"])
+def test_durations_are_ascii_decimal_numbers_only(value: str) -> None:
+    with pytest.raises(InvalidArgument, match="number of seconds"):
+        seconds("wait_seconds", 20)(value)
+
+
+def test_the_largest_offset_the_error_names_is_accepted() -> None:
+    parse = whole("offset", 0, 10**12 - 1)
+    assert parse("999999999999") == 10**12 - 1
+    with pytest.raises(InvalidArgument, match="from 0 to 999999999999"):
+        parse("1000000000000")

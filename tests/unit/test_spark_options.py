@@ -44,6 +44,8 @@ def test_bad_read_options_say_what_is_allowed(options: dict[str, str], error: st
         ({"dsn": "x"}, "give option queue"),
         ({"dsn": "x", "queue": "q", "since": "2025-01-01"}, "since applies to batch reads"),
         ({"dsn": "x", "queue": "q", "visibilityTimeout": "soon"}, "number of seconds"),
+        ({"dsn": "x", "queue": "q", "visibilityTimeout": "\u0661\u0662"}, "number of seconds"),
+        ({"dsn": "x", "queue": "q", "visibilityTimeout": "1_0"}, "number of seconds"),
         ({"dsn": "x", "queue": "q", "maxBatchSize": "20000"}, "from 1 to 1000"),
     ],
 )

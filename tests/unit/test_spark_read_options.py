@@ -80,7 +80,9 @@ def test_an_unknown_or_empty_outcome_list_is_refused_naming_the_culprit(given, n
 
 @pytest.mark.parametrize(("value", "ok"), [("1", True), (str(MAX_PARTITIONS), True), ("0", False),
                                            (str(MAX_PARTITIONS + 1), False), ("-3", False),
-                                           ("2.5", False), ("many", False)])  # fmt: skip
+                                           ("2.5", False), ("many", False),
+                                           ("\u0661\u0662", False), ("1_0", False),
+                                           (" 4", False)])  # fmt: skip
 def test_partition_counts_are_whole_numbers_from_one_to_the_maximum(value: str, ok: bool) -> None:
     if ok:
         assert parse(numPartitions=value).partitions == int(value)

@@ -4,6 +4,7 @@ bounded."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -23,13 +24,15 @@ def whole(name: str, low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+# A number of seconds as a query string writes it: ASCII digits with an optional decimal
+# part (float() would also read other scripts' digits, "1_0", spaces and "inf").
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+
+
 def seconds(name: str, high: float) -> Callable[[str], float]:
     def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value) or not 0 <= value <= high or len(text) > 32:
+        value = float(text) if len(text) <= 32 and _SECONDS.fullmatch(text) else math.nan
+        if not math.isfinite(value) or not 0 <= value <= high:
             raise InvalidArgument(
                 f"{name} must be a number of seconds from 0 to {high:g}, not {text!r}.",
                 field=name,
@@ -70,7 +73,7 @@ def page(request: Any) -> tuple[int, int]:
         request,
         {
             "limit": whole("limit", 1, settings.REST_MAX_LIMIT),
-            "offset": whole("offset", 0, 10**12),
+            "offset": whole("offset", 0, 10**12 - 1),  # at most the 12 digits whole() reads
         },
     )
     return query.get("limit", settings.REST_DEFAULT_LIMIT), query.get("offset", 0)
