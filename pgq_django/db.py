@@ -34,7 +34,7 @@ from typing import Any
 
 import psycopg
 from django.db import connections
-from psycopg.sql import Composable
+from psycopg.sql import SQL, Composable, Composed
 from psycopg.types.datetime import TimestamptzLoader
 from psycopg.types.json import JsonbBinaryLoader, JsonbLoader
 
@@ -382,7 +382,7 @@ def run_rowcount(
 
 
 def run_dedicated(
-    connection: psycopg.Connection[Any], statement: str | Composable, params: Any = None
+    connection: psycopg.Connection[Any], statement: str | SQL | Composed, params: Any = None
 ) -> psycopg.Cursor[Any]:
     """Run a named statement on a psycopg connection the caller owns, outside Django.
 

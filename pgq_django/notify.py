@@ -5,8 +5,9 @@ so a consumer waiting here learns of a new message within milliseconds instead o
 
 One :class:`Hub` per database alias and process owns the only LISTEN connection and a thread
 that reads it (River's shared notifier). Waiters do not get a connection of their own: a
-thread in ``read_with_poll`` or a coroutine in ``aread_with_poll`` (or a REST long-poll)
-registers an :class:`Interest` in some queue names, and the hub's thread wakes the
+wait for messages (:class:`pgq_django.api.waiting.MessageWait`, behind ``read_with_poll``,
+the REST long-poll and SQS ReceiveMessage), on a thread or a coroutine, registers an
+:class:`Interest` in some queue names, and the hub's thread wakes the
 interests that name the notified queue — a ``threading.Event`` for threads, an
 ``asyncio.Event`` set through ``call_soon_threadsafe`` for coroutines, on whichever event
 loop they run. Forty threads or five hundred coroutines waiting cost one backend.
@@ -574,6 +575,28 @@ def register(
     registered = Interest(current, names, loop=loop, group=group, key=key)
     current.add(registered)
     current.wait_ready()
+    return registered
+
+
+async def aregister(
+    queues: str | Iterable[str],
+    *,
+    group: Any = None,
+    key: Any = None,
+    alias: str | None = None,
+) -> Interest:
+    """The asyncio form of :func:`register`, for a waiter on the running event loop: it
+    waits for the hub to listen without blocking the loop, and a waiter cancelled
+    meanwhile is unregistered."""
+    names = frozenset([queues] if isinstance(queues, str) else queues)
+    current = hub(alias)
+    registered = Interest(current, names, loop=asyncio.get_running_loop(), group=group, key=key)
+    current.add(registered)
+    try:
+        await current.await_ready()
+    except BaseException:
+        current.remove(registered)
+        raise
     return registered
 
 

@@ -6,8 +6,8 @@ Each function validates its arguments, runs one statement of the message manager
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
+from functools import partial
 from typing import Any, Unpack
 
 from .. import validation as v
@@ -18,6 +18,7 @@ from ..types import Duration, MessageRef, MessageRefs, QueueRef
 from .recovery import has_dedup_id, recovers
 from .refs import message_manager, message_ref, message_refs, queue_missing
 from .sending import SendOptions, refuse_inside_atomic, send_one, send_trusted
+from .waiting import MessageWait
 
 
 @recovers(has_dedup_id)
@@ -92,7 +93,7 @@ def _raise_if_unreadable(name: str, messages: list[Message], state: Any) -> None
 def _poll_window(
     queue: Any, max_poll_seconds: Any, poll_interval_ms: Any
 ) -> tuple[str, float, float]:
-    """The checked queue name, the monotonic deadline and the fallback interval in seconds."""
+    """The checked queue name, the wait and the fallback interval, in seconds."""
     name = v.name(queue)
     wait = v.seconds(max_poll_seconds, "max_poll_seconds")
     if wait > settings.MAX_WAIT_SECONDS:
@@ -102,7 +103,7 @@ def _poll_window(
             field="max_poll_seconds",
         )
     interval = v.integer(poll_interval_ms, "poll_interval_ms", minimum=1, maximum=60_000) / 1000
-    return name, time.monotonic() + wait, interval
+    return name, wait, interval
 
 
 @recovers()
@@ -124,20 +125,21 @@ def read_with_poll(
     The wait listens for the NOTIFY a committed send makes, so it returns within
     milliseconds of a message becoming visible; ``poll_interval_ms`` is only the fallback
     re-check for messages that become visible without a notification (delays, expiring
-    leases).
+    leases). It is a :class:`~pgq_django.api.waiting.MessageWait`, as every long poll is.
     """
-    from ..notify import interest
-
-    name, deadline, interval = _poll_window(queue, max_poll_seconds, poll_interval_ms)
-    if deadline > time.monotonic():
+    name, wait, interval = _poll_window(queue, max_poll_seconds, poll_interval_ms)
+    if wait > 0:
         refuse_inside_atomic("read_with_poll")
-    with interest(name) as wakeups:
-        while True:
-            found = read(name, vt=vt, qty=qty, filters=filters)
-            remaining = deadline - time.monotonic()
-            if found or remaining <= 0:
-                return found
-            wakeups.wait(min(interval, remaining))
+    return _poll(name, vt, qty, filters, wait, interval).consume()
+
+
+def _poll(
+    name: str, vt: Any, qty: int, filters: Any, wait: float, interval: float
+) -> MessageWait[Message]:
+    """The wait of :func:`read_with_poll` and its twin: leases with :func:`read`."""
+    limit = v.quantity(qty)
+    lease = partial(read, name, vt=vt, qty=limit, filters=filters)
+    return MessageWait(name, lease, seconds=wait, poll_interval=interval, limit=limit)
 
 
 async def aread_with_poll(
@@ -154,19 +156,8 @@ async def aread_with_poll(
     The wait shares the process's one LISTEN connection (:mod:`pgq_django.notify`), so any
     number of concurrent waiters costs one database backend while they wait.
     """
-    from asgiref.sync import sync_to_async
-
-    from ..notify import ainterest
-
-    name, deadline, interval = _poll_window(queue, max_poll_seconds, poll_interval_ms)
-    lease = sync_to_async(read, thread_sensitive=True)
-    async with ainterest(name) as wakeups:
-        while True:
-            found = await lease(name, vt=vt, qty=qty, filters=filters)
-            remaining = deadline - time.monotonic()
-            if found or remaining <= 0:
-                return found
-            await wakeups.await_wakeup(min(interval, remaining))
+    name, wait, interval = _poll_window(queue, max_poll_seconds, poll_interval_ms)
+    return await _poll(name, vt, qty, filters, wait, interval).aconsume()
 
 
 @recovers()

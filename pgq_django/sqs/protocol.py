@@ -15,8 +15,6 @@ and the action. Only a long-polling ReceiveMessage comes back to the event loop 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import uuid
@@ -28,6 +26,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import SuspiciousOperation
 from django.db import close_old_connections
 
+from ..api.waiting import ClientGone
 from ..exceptions import PgqError
 from . import receiving
 from .actions import ACTIONS, QUEUE_RIGHTS, RECEIVE, UNSUPPORTED
@@ -247,12 +246,11 @@ async def _wait_and_finish(
                 after()
 
     try:
-        if disconnected is None:
-            await plan.wait_for_messages()
-        elif not await _unless_gone(plan.wait_for_messages(), disconnected()):
-            if after is not None:
-                await hop(after)
-            return None
+        await plan.wait_for_messages(disconnected)
+    except ClientGone:
+        if after is not None:
+            await hop(after)
+        return None
     except Exception as exc:
         if after is not None:
             await hop(after)
@@ -262,22 +260,3 @@ async def _wait_and_finish(
             await hop(after)
         raise
     return await hop(last)
-
-
-async def _unless_gone(work: Awaitable[None], gone: Awaitable[None]) -> bool:
-    """Run ``work`` until it ends (True) or ``gone`` does first (False: ``work`` is
-    cancelled)."""
-    working = asyncio.ensure_future(work)
-    watching = asyncio.ensure_future(gone)
-    try:
-        await asyncio.wait({working, watching}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (watching, working):
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-    if working.cancelled():
-        return False
-    working.result()  # its exception, if it raised one
-    return True

@@ -3,8 +3,9 @@
 :func:`start` checks the request, looks the queue up and tries one read; when that finds
 nothing and the request may wait (WaitTimeSeconds, or the queue's
 ReceiveMessageWaitTimeSeconds), the async view waits with :meth:`Receive.wait_for_messages`,
-which wakes on the NOTIFY of a committed send, on the event loop, holding no thread and no
-database connection. :func:`finish` turns the leased messages into SQS's answer.
+a :class:`pgq_django.api.waiting.MessageWait` that wakes on the NOTIFY of a committed send,
+on the event loop, holding no thread and no database connection. :func:`finish` turns the
+leased messages into SQS's answer.
 
 Dead-letter queues: on a queue with a RedrivePolicy, a message received more than
 maxReceiveCount times is not returned but moved to the dead-letter queue (``pgq.nack`` of
@@ -15,18 +16,17 @@ receive that exceeds the count.
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.utils import timezone
 
 import pgq_django as pgq
 
-from ..notify import ainterest
+from ..api.waiting import MessageWait, until_disconnected
 from . import message_attributes as ma
 from .digests import md5_of_attributes, md5_of_body
 from .params import Call
@@ -71,47 +71,53 @@ class Receive:
     received_at: datetime = field(default_factory=timezone.now)
 
     def read(self) -> None:
-        self.received_at = timezone.now()
         try:
-            self.messages = pgq.read(self.queue.name, vt=self.vt, qty=self.qty)
+            self.messages = self.lease()
         except pgq.QueuePaused:
             self.paused = True
+
+    def lease(self) -> list[Any]:
+        """One lease for this receive (a paused queue raises QueuePaused)."""
+        self.received_at = timezone.now()
+        return pgq.read(self.queue.name, vt=self.vt, qty=self.qty)
 
     @property
     def must_wait(self) -> bool:
         return not self.messages and self.wait > 0
 
-    def look(self) -> None:
-        """Try to lease (in a database thread), then let go of the connection, as Django
-        does when a request ends: the wait that may follow holds none."""
-        try:
-            self.read()
-        finally:
-            close_old_connections()
-
-    async def wait_for_messages(self) -> None:
+    async def wait_for_messages(
+        self, disconnected: Callable[[], Awaitable[Any]] | None = None
+    ) -> None:
         """Long poll, on the event loop, until a message comes or the wait is over.
 
-        As ``pgq.aread_with_poll``: registered with the process's LISTEN connection
-        (:func:`pgq_django.notify.ainterest`) before each look, so a send that commits
-        meanwhile wakes it; re-checking every POLL_INTERVAL for messages that become visible
-        without a notification. Unlike it, every look lets go of its database connection
-        before the wait goes on, so however it is served a waiting request holds neither a
-        thread nor a connection (under pgq_django.asgi a kept connection is its pool
-        thread's, serving other requests meanwhile).
+        As ``pgq.aread_with_poll``, a :class:`~pgq_django.api.waiting.MessageWait`:
+        registered with the process's LISTEN connection before it looks, so a send that
+        commits meanwhile wakes it; re-checking every POLL_INTERVAL for messages that become
+        visible without a notification. Unlike it, every look that finds nothing lets go of
+        its database connection as Django does when a request ends
+        (``close_old_connections``), so however it is served a waiting request holds
+        neither a thread nor a connection (under pgq_django.asgi a kept connection is its
+        pool thread's, serving other requests meanwhile). A queue paused before or during
+        the wait looks empty: the wait ends with no messages, at the deadline when it was
+        paused from the start. ``disconnected`` ends the wait when the client goes away
+        (:class:`~pgq_django.api.waiting.ClientGone`).
         """
         if self.paused:
-            await asyncio.sleep(self.wait)
+            pause = asyncio.sleep(self.wait)
+            await (pause if disconnected is None else until_disconnected(pause, disconnected))
             return
-        deadline = time.monotonic() + self.wait
-        look = sync_to_async(self.look, thread_sensitive=True)
-        async with ainterest(self.queue.name) as wakeups:
-            while True:
-                await look()
-                remaining = deadline - time.monotonic()
-                if self.messages or self.paused or remaining <= 0:
-                    return
-                await wakeups.await_wakeup(min(POLL_INTERVAL, remaining))
+        waiting = MessageWait(
+            self.queue.name,
+            self.lease,
+            seconds=self.wait,
+            poll_interval=POLL_INTERVAL,
+            limit=self.qty,
+            release=close_old_connections,
+        )
+        try:
+            self.messages = await waiting.aconsume(disconnected)
+        except pgq.QueuePaused:
+            self.paused = True
 
 
 def start(call: Call) -> Receive:

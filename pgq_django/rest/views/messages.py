@@ -1,13 +1,14 @@
 """``/v1/queues/{id}/messages``: send (one or a batch), consume (long-poll), ack and nack.
 
 The send/consume view may wait: a consume with ``wait_seconds`` that finds nothing waits for
-the queue's NOTIFY on the event loop, through the process's one LISTEN connection
-(:mod:`pgq_django.notify`), so under :mod:`pgq_django.asgi` a waiting client costs a
-coroutine and a socket. Database work — authentication, the grant check, each lease — runs
-on the request's thread, one short call at a time; everything else (a send, a consume that
-does not wait) is served by :mod:`pgq_django.asgi` in one hop to that thread. On a WSGI
-server a waiting request keeps its thread but closes its database connections while it
-waits, and at most ``PGQ["REST_MAX_THREAD_WAITS"]`` wait at once (see :class:`LongPoll`).
+the queue's NOTIFY on the event loop, as every long poll does
+(:class:`pgq_django.api.waiting.MessageWait`), so under :mod:`pgq_django.asgi` a waiting
+client costs a coroutine and a socket. Database work — authentication, the grant check,
+each lease — runs on the request's thread, one short call at a time; everything else (a
+send, a consume that does not wait) is served by :mod:`pgq_django.asgi` in one hop to that
+thread. On a WSGI server a waiting request keeps its thread but closes its database
+connections while it waits, and at most ``PGQ["REST_MAX_THREAD_WAITS"]`` wait at once
+(see :class:`LongPoll`).
 
 A consume changes state, so it is never served for ``HEAD`` and, authenticated by the
 session, needs the CSRF token (:func:`require_csrf_for_session`).
@@ -21,11 +22,10 @@ import json
 import math
 import re
 import threading
-import time
+from functools import partial
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import DatabaseError, connections, transaction
+from django.db import transaction
 from django.http import HttpRequest
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
@@ -36,10 +36,9 @@ from rest_framework.response import Response
 
 import pgq_django as pgq
 
-from ... import notify
+from ...api.waiting import MessageWait, close_connections
 from ...conf import settings
 from ...exceptions import InvalidArgument, MessageNotFound, PermissionDenied, StaleReceipt
-from ...models import Message
 from ...validation import is_ascii_digits
 from .. import serializers as s
 from ..permissions import require_queue
@@ -272,34 +271,22 @@ def holds_own_thread() -> bool:
     return not threading.current_thread().name.startswith(SHARED_THREAD_PREFIX)
 
 
-def release_connections() -> None:
-    """Close this thread's database connections that hold no transaction open.
-
-    A long-poll waiting on a thread of its own would otherwise keep its connection for the
-    whole wait: a hundred waits, a hundred idle backends, and PostgreSQL's
-    ``max_connections`` reached for the whole site. The next lease reconnects (or takes a
-    connection from Django's pool).
-    """
-    for connection in connections.all(initialized_only=True):
-        if not connection.in_atomic_block:
-            connection.close()
-
-
 class LongPoll:
-    """A consume that waits for the queue's NOTIFY.
+    """A consume that waits for the queue's NOTIFY: a
+    :class:`~pgq_django.api.waiting.MessageWait` with the REST consume's rules.
 
-    :meth:`start` runs on the request's thread: it registers for wake-ups first (so a send
-    committed after the lease below cannot be missed) and leases once. With nothing found,
-    it answers a :class:`Wait` that waits on the event loop, or waits on this thread when
-    the request has no event loop.
+    :meth:`start` runs on the request's thread: the wait registers for wake-ups first (so a
+    send committed after the lease below cannot be missed) and leases once. With nothing
+    found, it answers a :class:`Wait` that waits on the event loop, or waits on this thread
+    when the request has no event loop.
 
-    Every long-poll of a queue joins one wake-up group (:mod:`pgq_django.notify`), keyed by
-    its label filter: a send wakes one waiter, not all, and a waiter that leaves with a full
-    batch hands the wake-up on. Only the group's head re-checks on the poll interval, and
-    after its own empty lease it asks once which of the other waiters' labels have a
-    visible message (:meth:`~pgq_django.managers.queryset.MessageQuerySet.ready_labels`),
-    waking one waiter of each: idle waiters cost one check per interval however many
-    labels they wait for.
+    Every long-poll of a queue joins one wake-up group (``"rest"``), keyed by its label
+    filter: a send wakes one waiter, not all, and a waiter that leaves with a full batch
+    hands the wake-up on. Only the group's head re-checks on ``PGQ["REST_POLL_INTERVAL"]``,
+    and after its own empty lease it asks once which of the other waiters' labels have a
+    visible message
+    (:meth:`~pgq_django.managers.queryset.MessageQuerySet.ready_labels`), waking one waiter
+    of each: idle waiters cost one check per interval however many labels they wait for.
 
     A wait that holds a thread of its own (see :func:`holds_own_thread`) closes the thread's
     database connections while it waits and counts against ``PGQ["REST_MAX_THREAD_WAITS"]``
@@ -314,70 +301,42 @@ class LongPoll:
         wait: float,
     ) -> None:
         self.queue = queue
-        self.options = options
         self.limit = options["qty"]
-        self.deadline = time.monotonic() + wait
+        self.loop = loop
         self.own_thread = holds_own_thread()
         self.counted = False
-        label = (options["filters"] or {}).get("label")
-        self.interest = notify.register(queue, loop=loop, group="rest", key=label)
+        self.waiting = MessageWait(
+            queue,
+            partial(pgq.read, queue, **options),
+            seconds=wait,
+            poll_interval=settings.REST_POLL_INTERVAL,
+            limit=self.limit,
+            group="rest",
+            label=(options["filters"] or {}).get("label"),
+            release=close_connections if self.own_thread else None,
+        )
+        self.waiting.register(loop)
 
     def start(self) -> Response | Wait:
         try:
-            found = self.look()
+            found = self.waiting.look()
             if not found and self.own_thread:
                 if not thread_waits.acquire():
                     raise TooManyWaits(settings.REST_MAX_THREAD_WAITS)
                 self.counted = True
-                release_connections()
+                self.waiting.release()
         except BaseException:
             self.cancel()
             raise
         if found:
             return self.done(found)
-        if self.interest.loop is None:
+        if self.loop is None:
             return self.wait_here()
         return Wait(self.run, self.cancel)
 
-    def look(self) -> list[Any]:
-        """Lease for this waiter; when it leads its group and finds nothing, wake the
-        waiters of the other labels that have a visible message."""
-        found: list[Any] = pgq.read(self.queue, **self.options)
-        hub = self.interest.hub
-        if not found and hub.leads(self.interest):
-            others = hub.other_keys(self.interest)
-            if others:
-                messages = Message.objects.db_manager(settings.DATABASE)
-                try:
-                    ready = messages.for_queue(self.queue).ready_labels(others)
-                except DatabaseError:
-                    ready = others  # could not tell: each looks for itself (reads recover)
-                hub.wake_keys(self.interest, ready)
-        return found
-
-    def pause(self, remaining: float) -> float:
-        """How long to wait for a wake-up: the poll interval for the group's head (the
-        fallback for messages that become visible without a notification), else the rest
-        of the wait."""
-        if self.interest.hub.leads(self.interest):
-            return min(settings.REST_POLL_INTERVAL, remaining)
-        return remaining
-
-    def look_and_release(self) -> list[Any]:
-        found = self.look()
-        if not found and self.own_thread:
-            release_connections()
-        return found
-
     async def run(self) -> Response:
         try:
-            lease = sync_to_async(self.look_and_release, thread_sensitive=True)
-            found: list[Any] = []
-            while (remaining := self.deadline - time.monotonic()) > 0:
-                await self.interest.await_wakeup(self.pause(remaining))
-                found = await lease()
-                if found:
-                    break
+            found = await self.waiting.await_rest()
         except BaseException:
             self.cancel()
             raise
@@ -386,29 +345,24 @@ class LongPoll:
     def wait_here(self) -> Response:
         """The wait of a request served without an event loop, on its thread."""
         try:
-            found: list[Any] = []
-            while (remaining := self.deadline - time.monotonic()) > 0:
-                self.interest.wait(self.pause(remaining))
-                found = self.look_and_release()
-                if found:
-                    break
+            found = self.waiting.wait()
         except BaseException:
             self.cancel()
             raise
         return self.done(found)
 
     def done(self, found: list[Any]) -> Response:
-        self.leave(full_batch=len(found) >= self.limit)
+        self.leave(found)
         return consumed(self.queue, found, self.limit)
 
     def cancel(self) -> None:
-        self.leave(full_batch=False)
+        self.leave(None)
 
-    def leave(self, *, full_batch: bool) -> None:
+    def leave(self, found: list[Any] | None) -> None:
         if self.counted:
             self.counted = False
             thread_waits.release()
-        notify.unregister(self.interest, full_batch=full_batch)
+        self.waiting.leave(found)
 
 
 class AckView(PgqView):
