@@ -2,29 +2,33 @@
 
 Django's own ASGI handler gives every request a thread of its own for synchronous work,
 kept until the request ends: five hundred clients long-polling means five hundred idle
-threads, each holding a database connection. :func:`get_asgi_application` returns Django's
-handler with two changes:
+threads, each holding a database connection. :func:`get_asgi_application` returns an ASGI
+application around Django's (``django.core.asgi.get_asgi_application()``), which does its
+own work at the ASGI protocol level, before and around Django's:
 
 - A request's synchronous work runs on one of a fixed set of ``PGQ["ASGI_THREADS"]``
-  single-thread executors (round robin), so a waiting client costs a coroutine and a
-  socket, and the database sees at most that many connections from the process. A request
-  still runs all its synchronous work on one thread, so connections and transactions behave
-  as Django documents; a slow synchronous view delays the requests that share its thread,
-  so keep those on a WSGI server, or raise the setting.
-- A request for a synchronous view — every pgq_django endpoint except a long-poll — runs
-  the whole of Django's request cycle (``request_started``, the middleware, the view) in
-  one hop to its thread, as a WSGI server would run it, instead of Django's ASGI path,
-  which crosses from the event loop to a thread and back for every synchronous middleware
-  hook and again for the view: ten crossings for a send with a typical middleware stack.
-  Requests for asynchronous views (a long-poll) take Django's ASGI path unchanged, so they
-  wait on the event loop.
-
+  single-thread executors (round robin, through asgiref's ``ThreadSensitiveContext``), so
+  a waiting client costs a coroutine and a socket, and the database sees at most that many
+  connections from the process. A request still runs all its synchronous work on one
+  thread, so connections and transactions behave as Django documents; a slow synchronous
+  view delays the requests that share its thread, so keep those on a WSGI server, or raise
+  the setting.
 - A request for a REST API view (:mod:`pgq_django.rest`) is refused before its body is read
   when it must be: a declared body over ``PGQ["REST_MAX_BODY_SIZE"]`` answers 413, a body
   without any credentials 401, and HTTP basic credentials are checked first, on the
   password threads of :mod:`pgq_django.rest.authentication` (401, or 429 when throttled);
   an undeclared (chunked) body is read at most one byte past the limit. Such refusals are
-  answered by the handler itself, without the project's middleware.
+  answered by the application itself, without the project's middleware.
+- A request for a synchronous view — every pgq_django endpoint except a long-poll — runs
+  the whole of Django's request cycle (``request_started``, the middleware, the view) in
+  one hop to its thread, as a WSGI server would run it, instead of Django's ASGI path,
+  which crosses from the event loop to a thread and back for every synchronous middleware
+  hook and again for the view. This borrows two steps of Django's handler (building the
+  request, sending the response), so it is a shortcut of :mod:`pgq_django.seams`
+  (``asgi_one_hop``): without it (``PGQ["FAST_PATHS"]`` off, or a Django whose handler
+  lacks them) every request takes Django's ASGI path, with the same answers. Requests for
+  asynchronous views (a long-poll) always take Django's path, so they wait on the event
+  loop.
 
 A view tells the handler which way to go: a coroutine function is asynchronous, anything
 else synchronous; a view function may carry ``pgq_needs_async(scope) -> bool`` and
@@ -55,12 +59,15 @@ import django
 from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
 from django.conf import settings as django_settings
 from django.core import signals
+from django.core.asgi import get_asgi_application as django_asgi_application
 from django.core.exceptions import RequestAborted
-from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.core.handlers.asgi import get_script_prefix
 from django.core.handlers.base import BaseHandler
 from django.urls import Resolver404, ResolverMatch, get_resolver, set_script_prefix
+from django.utils.module_loading import import_string
 from rest_framework.exceptions import APIException
 
+from . import seams
 from .conf import settings
 from .rest import authentication
 from .rest.exceptions import error_body
@@ -216,8 +223,10 @@ async def send_refusal(
     await send({"type": "http.response.body", "body": payload})
 
 
-async def read_body_within(receive: Any, limit: int) -> Any:
-    """Django's ``read_body``, stopping one byte past ``limit`` (raises _BodyTooLarge)."""
+async def read_body_within(receive: Any, limit: int | None) -> Any:
+    """The request body from ASGI messages into a file, as Django's handler reads it
+    (spooled to disk past ``FILE_UPLOAD_MAX_MEMORY_SIZE``), stopping one byte past
+    ``limit`` when given (raises _BodyTooLarge)."""
     body_file = tempfile.SpooledTemporaryFile(  # noqa: SIM115 (the caller closes it)
         max_size=django_settings.FILE_UPLOAD_MAX_MEMORY_SIZE, mode="w+b"
     )
@@ -229,7 +238,7 @@ async def read_body_within(receive: Any, limit: int) -> Any:
             raise RequestAborted()
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > limit:
+        if limit is not None and size > limit:
             body_file.close()
             raise _BodyTooLarge()
         body_file.write(chunk)
@@ -239,12 +248,40 @@ async def read_body_within(receive: Any, limit: int) -> Any:
     return body_file
 
 
-class PooledASGIHandler(ASGIHandler):
-    """Django's ASGI handler with a fixed pool of threads and one hop per synchronous view;
-    with ``sqs_lean``, the SQS endpoint's requests are answered by the lean path."""
+class _CappedReceive:
+    """The request's ``receive``, cut off one byte past ``limit`` bytes of body.
+
+    Past the limit it answers as if the client had gone away, so Django's handler stops
+    reading and answers nothing; the caller then answers 413 (``exceeded``).
+    """
+
+    def __init__(self, receive: Any, limit: int) -> None:
+        self.receive = receive
+        self.limit = limit
+        self.size = 0
+        self.body_done = False
+        self.exceeded = False
+
+    async def __call__(self) -> Any:
+        if self.exceeded:
+            return {"type": "http.disconnect"}
+        message = await self.receive()
+        if not self.body_done and message["type"] == "http.request":
+            self.size += len(message.get("body", b""))
+            if self.size > self.limit:
+                self.exceeded = True
+                return {"type": "http.disconnect"}
+            self.body_done = not message.get("more_body", False)
+        return message
+
+
+class PooledASGIHandler:
+    """An ASGI application around Django's own (``django.core.asgi.get_asgi_application``):
+    a fixed pool of threads, REST refusals before the body, and one hop per synchronous
+    view; with ``sqs_lean``, the SQS endpoint's requests are answered by the lean path."""
 
     def __init__(self, threads: int, *, sqs_lean: bool = False) -> None:
-        super().__init__()
+        self.django = django_asgi_application()
         self.sqs: LeanEndpoint | None = None
         if sqs_lean:
             from .sqs.asgi import LeanEndpoint  # the models it needs load after setup()
@@ -253,25 +290,20 @@ class PooledASGIHandler(ASGIHandler):
         self.sync_chain = _SyncChain()
         # Middleware that cannot run synchronously would block its thread on the event loop
         # in the synchronous cycle; with any such middleware, keep Django's path for all.
-        self.one_hop = all(getattr(m, "sync_capable", True) for m in self._middleware_classes())
+        self.one_hop = all(getattr(m, "sync_capable", True) for m in _middleware_classes())
         self.executors = [
             ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pgq-asgi-{n}")
             for n in range(max(1, threads))
         ]
         self._next = itertools.cycle(self.executors)
 
-    @staticmethod
-    def _middleware_classes() -> list[Any]:
-        from django.conf import settings
-        from django.utils.module_loading import import_string
-
-        return [import_string(path) for path in settings.MIDDLEWARE]
-
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             # Django answers only HTTP; let the server see the same refusal.
-            return await super().__call__(scope, receive, send)
+            return await self.django(scope, receive, send)
         executor = next(self._next)
+        # Django's handler opens a context of its own inside this one; the outer one, with
+        # the executor, decides the thread.
         async with ThreadSensitiveContext(executor=executor):
             if self.sqs is not None and await self.sqs(scope, receive, send, executor):
                 return
@@ -281,12 +313,26 @@ class PooledASGIHandler(ASGIHandler):
                 refusal = await early_refusal(scope)
                 if refusal is not None:
                     return await send_refusal(send, *refusal)
+            steps = None
             if self.one_hop and not needs_loop:
-                return await self.handle_sync(scope, receive, send, match, capped=gated)
-            await self.handle(scope, receive, send)
+                steps = seams.asgi_request_steps(self.django)
+            if steps is not None:
+                return await self.handle_sync(steps, scope, receive, send, match, capped=gated)
+            await self.handle(scope, receive, send, capped=gated)
+
+    async def handle(self, scope: Any, receive: Any, send: Any, *, capped: bool = False) -> None:
+        """Serve a request through Django's own ASGI handler; ``capped`` stops reading a
+        body past ``PGQ["REST_MAX_BODY_SIZE"]`` and answers 413."""
+        if not capped:
+            return await self.django(scope, receive, send)
+        limited = _CappedReceive(receive, settings.REST_MAX_BODY_SIZE)
+        await self.django(scope, limited, send)
+        if limited.exceeded:
+            await send_refusal(send, *_too_large())
 
     async def handle_sync(
         self,
+        steps: seams.RequestSteps,
         scope: Any,
         receive: Any,
         send: Any,
@@ -296,11 +342,9 @@ class PooledASGIHandler(ASGIHandler):
     ) -> None:
         """Serve a request for a synchronous view with one hop to this request's thread;
         ``capped`` stops reading a body past ``PGQ["REST_MAX_BODY_SIZE"]`` and answers 413."""
+        limit = settings.REST_MAX_BODY_SIZE if capped else None
         try:
-            if capped:
-                body_file = await read_body_within(receive, settings.REST_MAX_BODY_SIZE)
-            else:
-                body_file = await self.read_body(receive)
+            body_file = await read_body_within(receive, limit)
         except RequestAborted:
             return
         except _BodyTooLarge:
@@ -308,37 +352,45 @@ class PooledASGIHandler(ASGIHandler):
         set_script_prefix(get_script_prefix(scope))
         try:
             response = await sync_to_async(self._respond, thread_sensitive=True)(
-                scope, body_file, match
+                steps, scope, body_file, match
             )
             try:
-                await self.send_response(response, send)
+                await steps.send_answer(response, send)
             finally:
                 # Closing sends request_finished (Django closes stale connections there).
                 await sync_to_async(response.close, thread_sensitive=True)()
         finally:
             body_file.close()
 
-    def _respond(self, scope: Any, body_file: Any, match: ResolverMatch | None) -> Any:
-        signals.request_started.send(sender=self.__class__, scope=scope)
-        request, error_response = self.create_request(scope, body_file)
+    def _respond(
+        self,
+        steps: seams.RequestSteps,
+        scope: Any,
+        body_file: Any,
+        match: ResolverMatch | None,
+    ) -> Any:
+        signals.request_started.send(sender=type(self.django), scope=scope)
+        request, error_response = steps.build_request(scope, body_file)
         if request is None:
             return error_response
         if match is not None:
-            request._pgq_resolved = match  # type: ignore[attr-defined]
+            request._pgq_resolved = match
         return self.sync_chain.get_response(request)
 
 
-def get_asgi_application(
-    threads: int | None = None, *, sqs_lean: bool | None = None
-) -> ASGIHandler:
+def _middleware_classes() -> list[Any]:
+    return [import_string(path) for path in django_settings.MIDDLEWARE]
+
+
+def get_asgi_application(threads: int | None = None, *, sqs_lean: bool | None = None) -> Any:
     """``django.core.asgi.get_asgi_application()`` with a bounded pool of sync threads.
 
     ``sqs_lean`` (default ``PGQ["SQS_ASGI_LEAN"]``) answers the SQS endpoint's requests
     without Django's middleware (:mod:`pgq_django.sqs.asgi`).
     """
-    django.setup(set_prefix=False)
     if not _CAN_PIN:
-        return ASGIHandler()
+        return django_asgi_application()
+    django.setup(set_prefix=False)
     return PooledASGIHandler(
         threads if threads is not None else settings.ASGI_THREADS,
         sqs_lean=settings.SQS_ASGI_LEAN if sqs_lean is None else sqs_lean,

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import threading
 from asyncio import _get_running_loop
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
 
+from asgiref.sync import iscoroutinefunction
 from django.db import connections
 from django.db.models import Model
 from django.db.models.signals import post_init, pre_init
@@ -34,7 +36,13 @@ except ImportError:  # pragma: no cover - a Django without it takes the public p
 
 #: The shortcuts by name. ``PGQ["FAST_PATHS"]`` is True (all), False (none) or a collection
 #: of these names (the benchmark turns them off one at a time to measure each).
-SHORTCUTS = ("thread_connection", "unwrapped_cursor", "bare_instances", "transaction_state")
+SHORTCUTS = (
+    "thread_connection",
+    "unwrapped_cursor",
+    "bare_instances",
+    "transaction_state",
+    "asgi_one_hop",
+)
 
 
 def on(shortcut: str) -> bool:
@@ -145,3 +153,35 @@ def on_commit_mark(db: Any) -> int | None:
 def drop_on_commit_since(db: Any, mark: int) -> None:
     """Forget the on-commit callbacks registered after ``mark`` (a failed handler's)."""
     del db.run_on_commit[mark:]
+
+
+# -- Django's request steps for a synchronous view under ASGI ----------------------------------
+
+
+class RequestSteps(NamedTuple):
+    """The two steps of Django's ASGI handler that :mod:`pgq_django.asgi` borrows to serve
+    a synchronous view in one hop to its thread."""
+
+    #: ``(scope, body_file) -> (request, None) | (None, error_response)``
+    build_request: Callable[[Any, Any], tuple[Any, Any]]
+    #: ``async (response, send)``: the response as ASGI messages
+    send_answer: Callable[[Any, Any], Awaitable[None]]
+
+
+def asgi_request_steps(handler: Any) -> RequestSteps | None:
+    """``handler``'s (a Django ``ASGIHandler``) own request building and response sending,
+    or None: then the caller passes the request whole to ``handler`` (the public path).
+
+    Django's ASGI path crosses from the event loop to a thread and back for every
+    synchronous middleware hook and again for the view; :mod:`pgq_django.asgi` instead runs
+    the whole synchronous cycle in one hop, as a WSGI server would, and needs only these two
+    steps of the handler to turn the ASGI scope into a request and the response into ASGI
+    messages exactly as Django does. Detected by their presence and shape.
+    """
+    if not on("asgi_one_hop"):
+        return None
+    create = getattr(handler, "create_request", None)
+    send = getattr(handler, "send_response", None)
+    if not callable(create) or not iscoroutinefunction(send):
+        return None
+    return RequestSteps(create, send)

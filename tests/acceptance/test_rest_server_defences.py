@@ -246,3 +246,36 @@ def test_failed_passwords_from_one_address_are_throttled_across_usernames(
         )
     assert seen[-1] == 429 and set(seen[:-1]) <= {401}, seen
     assert pgq.metrics(queue).total_messages == 0
+
+
+@pytest.mark.parametrize("fast_paths", [True, False], ids=["one hop", "Django's handler"])
+def test_a_chunked_body_past_the_limit_is_answered_413_before_it_ends(
+    fast_paths, make_queue, make_user, django_db_blocker
+):
+    """Both ways pgq_django.asgi serves a REST view stop reading a body at the limit: the
+    answer comes although the body never ends (no closing chunk is sent)."""
+    queue = make_queue()
+    user = make_user(is_superuser=True)
+    limit = 64 * 1024
+    settings = {"REST_MAX_BODY_SIZE": limit, "FAST_PATHS": fast_paths}
+    proc, base, sock = start_uvicorn(PGQ_TEST_PGQ=json.dumps(settings))
+    try:
+        part = b'{"body": "' + b"x" * (2 * limit)
+        status, _h, body = raw_request(
+            base,
+            f"POST /v1/queues/{queue.name}/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+            + basic(user.get_username(), PASSWORD),
+            f"{len(part):x}\r\n".encode() + part + b"\r\n",
+        )
+    finally:
+        stop(proc, sock)
+        with django_db_blocker.unblock():
+            wait_for_server_connections_to_close()
+    assert status == 413
+    assert json.loads(body)["error"] == {
+        "code": "request_too_large",
+        "message": f"The request body is larger than {limit} bytes.",
+        "details": {"max_body_size": limit},
+    }
+    assert pgq.metrics(queue).total_messages == 0
