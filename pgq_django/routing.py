@@ -29,6 +29,7 @@ import math
 from typing import Any
 
 from .exceptions import InvalidArgument
+from .sql.params import topic_subject as topic_subject  # the publish statement's parameter
 from .validation import is_utf8
 
 MAX_ROUTING_KEY = 255
@@ -55,11 +56,6 @@ def topic_regex(pattern: str) -> str:
         else:
             parts.append(r"\." + _literal(word))
     return "^" + "".join(parts) + "$"
-
-
-def topic_subject(routing_key: str | None) -> str:
-    """The string a topic pattern is matched against (see :func:`topic_regex`)."""
-    return "." + (routing_key or "")
 
 
 def routing_key(value: Any) -> str:

@@ -10,14 +10,10 @@ from django.db import models
 from .. import db, seams
 from ..conf import settings
 from ..sql.fragments import MESSAGE_COLUMNS
+from ..sql.params import Receipt
 
 # A reference to one message: (msg_id, read_ct or None). read_ct fences stale receipts.
-MessageRef = tuple[int, int | None]
-
-
-def refs_params(refs: Sequence[MessageRef]) -> dict[str, list[Any]]:
-    """The ``ids`` and ``cts`` array parameters of a list of message references."""
-    return {"ids": [r[0] for r in refs], "cts": [r[1] for r in refs]}
+MessageRef = Receipt
 
 
 class SqlManager(models.Manager):

@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from ..conf import settings
 from ..sql import delivery as sql
-from ..sql.delivery import DEDUP_WINDOW_SECONDS
-from .base import MessageRef, SqlManager, refs_params
+from ..sql.params import receipt_params, send_deduplicated_params
+from .base import MessageRef, SqlManager
 
 
 class DeliveryMethods(SqlManager):
@@ -27,14 +27,9 @@ class DeliveryMethods(SqlManager):
         """Send one body under ``options["dedup_id"]``; a repeat within the window answers
         the first send's id. Returns the row (found_queue_id, msg_id, inserted, notified,
         queue_full)."""
-        params = {
-            "queue": queue,
-            "body": body,
-            "size": size,
-            "window": DEDUP_WINDOW_SECONDS,
-            "channel": settings.NOTIFY_CHANNEL,
-            **options,
-        }
+        params = send_deduplicated_params(
+            queue, body, size=size, channel=settings.NOTIFY_CHANNEL, options=options
+        )
         return self._one(sql.SEND_DEDUPLICATED, params)
 
     def cancel(self, queue: str, msg_id: int) -> tuple[int | None, str | None]:
@@ -54,7 +49,7 @@ class DeliveryMethods(SqlManager):
 
     def release_leases(self, queue: str, refs: Sequence[MessageRef]) -> tuple[int | None, Any]:
         """Returns (queue_id or None, [released ids])."""
-        params = {"queue": queue, "channel": settings.NOTIFY_CHANNEL, **refs_params(refs)}
+        params = {"queue": queue, "channel": settings.NOTIFY_CHANNEL, **receipt_params(refs)}
         row = self._one(sql.RELEASE_LEASES, params)
         return row.found_queue_id, row.msg_ids
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..conf import settings
 from ..sql import exchanges as sql
-from ..sql.delivery import DEDUP_WINDOW_SECONDS
+from ..sql.params import publish_params
 from .base import SqlManager
 
 
@@ -21,20 +21,16 @@ class ExchangeManager(SqlManager):
         ``full`` one that holds its max_length messages; nothing is inserted then. With a
         ``dedup_id`` each routed queue deduplicates the copy as a send would.
         """
-        from ..routing import topic_subject
-
         key = options.pop("routing_key")
-        params = {
-            "exchange": exchange,
-            "body": body,
-            "size": size,
-            "routing_key": key,
-            "topic_subject": topic_subject(key),
-            "channel": settings.NOTIFY_CHANNEL,
-            "window": DEDUP_WINDOW_SECONDS,
-            **options,
-        }
-        if options.get("dedup_id") is None:
+        params = publish_params(
+            exchange,
+            body,
+            size=size,
+            routing_key=key,
+            channel=settings.NOTIFY_CHANNEL,
+            options=options,
+        )
+        if params.get("dedup_id") is None:
             row = self._one(sql.PUBLISH, params)
         else:
             row = self._one(sql.PUBLISH_DEDUPLICATED, params)

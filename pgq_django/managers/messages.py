@@ -8,7 +8,6 @@ found. Callers validate arguments before they get here; values always travel as 
 
 from __future__ import annotations
 
-import json
 import operator
 import time
 from collections.abc import Sequence
@@ -18,8 +17,18 @@ from .. import db, tallies, wakeups
 from ..conf import settings
 from ..sql import messages as sql
 from ..sql.fragments import MESSAGE_COLUMNS, SEND_OPTION_DEFAULTS
+from ..sql.params import (
+    delete_one_params,
+    delete_params,
+    queue_state_params,
+    read_filters,
+    read_params,
+    receipt_params,
+    send_one_params,
+    send_params,
+)
 from ..sql.queues import QUEUE_STATE
-from .base import MessageRef, SqlManager, refs_params
+from .base import MessageRef, SqlManager
 from .counters import CounterMethods
 from .delivery import DeliveryMethods
 from .queryset import MessageQuerySet
@@ -54,19 +63,16 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         deferred = tallies.deferred(alias)
         since = time.monotonic()
         notify = wakeups.leading(alias, queue, autocommit=deferred)
-        params: dict[str, Any] = {
-            "queue": queue,
-            "size": size,
-            "channel": settings.NOTIFY_CHANNEL,
-            "notify": notify,
-        }
+        channel = settings.NOTIFY_CHANNEL
         if len(bodies) == 1 and (not options or options == SEND_OPTION_DEFAULTS):
             # The usual send: one body, no options (their defaults are in the text).
-            params["body"] = bodies[0]
+            params = send_one_params(queue, bodies[0], size=size, channel=channel, notify=notify)
             queue_id, msg_ids, notified, full = self._send_plain(params, alias, deferred)
         else:
             statement = sql.SEND_UNCOUNTED if deferred else sql.SEND
-            params.update(SEND_OPTION_DEFAULTS, bodies=list(bodies), **options)
+            params = send_params(
+                queue, bodies, size=size, channel=channel, notify=notify, options=options
+            )
             row = db.run_one(statement, params, alias)  # _one without finding the alias again
             queue_id, msg_ids, full = row.found_queue_id, row.msg_ids, row.queue_full
             notified = bool(row.notified)
@@ -110,8 +116,10 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         only when nothing was leased, so the caller can tell an empty queue from a missing
         or paused one without a query of its own. Each message knows its ``queue_name``.
         """
-        clause, params = _filter_clause(filters or {})
-        params.update(queue=queue, qty=qty, vt=vt, max_bytes=settings.READ_MAX_BYTES)
+        clause, values = read_filters(filters)
+        params = read_params(
+            queue, qty=qty, vt=vt, max_bytes=settings.READ_MAX_BYTES, filter_values=values
+        )
         return self._leasing(sql.READ, queue, clause, params)
 
     def pop(self, queue: str, *, qty: int) -> tuple[list[Any], Any]:
@@ -143,7 +151,7 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
     def queue_state(self, queue: str) -> Any:
         """The queue's (id, paused, max_message_size, fifo, archive_on_ack, max_length), or
         None when there is no such queue."""
-        return self._one(QUEUE_STATE, [queue])
+        return self._one(QUEUE_STATE, queue_state_params(queue))
 
     def read_by_id(self, queue: str, msg_id: int) -> tuple[int | None, Any]:
         row = self._one(sql.READ_BY_ID, {"queue": queue, "msg_id": msg_id})
@@ -156,12 +164,11 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         """Delete (or archive as acked); returns (queue_id or None, [deleted ids])."""
         alias = self._db_alias()
         deferred = tallies.deferred(alias)  # see send_bodies
-        params: dict[str, Any]
         if len(refs) == 1:
-            params = {"queue": queue, "result": result, "msg_id": refs[0][0], "ct": refs[0][1]}
+            params = delete_one_params(queue, refs[0], result=result)
             shapes = sql.DELETE_ONE_UNCOUNTED if deferred else sql.DELETE_ONE
         else:
-            params = {"queue": queue, "result": result, **refs_params(refs)}
+            params = delete_params(queue, refs, result=result)
             shapes = sql.DELETE_UNCOUNTED if deferred else sql.DELETE
         archives = _ARCHIVES_ON_ACK.get(queue, False)
         if deferred and len(refs) == 1 and not archives:
@@ -196,7 +203,7 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
             "outcome": outcome,
             "result": result,
             "error": error,
-            **refs_params(refs),
+            **receipt_params(refs),
         }
         row = self._one(sql.ARCHIVE, params)
         return row.found_queue_id, row.msg_ids
@@ -239,20 +246,3 @@ def _text(shapes: dict[bool, str], fifo: bool, clause: str) -> str:
     if found is None:
         found = _TEXTS[key] = shapes[fifo].format(filters=clause)
     return found
-
-
-def _filter_clause(filters: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The ``{filters}`` of a read for ``filters={"headers": {...}, "attributes": {...},
-    "label": "x"}``: fixed fragments (:data:`~pgq_django.sql.messages.READ_FILTERS`), values
-    as parameters (jsonb containment for headers and attributes, equality for the label).
-    """
-    parts: list[str] = []
-    params: dict[str, Any] = {}
-    for key in ("headers", "attributes"):
-        if filters.get(key):
-            parts.append(sql.READ_FILTERS[key])
-            params[f"f_{key}"] = json.dumps(filters[key])
-    if filters.get("label") is not None:
-        parts.append(sql.READ_FILTERS["label"])
-        params["f_label"] = filters["label"]
-    return " ".join(parts), params

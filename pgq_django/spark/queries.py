@@ -1,21 +1,27 @@
-"""The pipeline's own psycopg connections, and the helpers that run statements on them.
+"""The pipeline's own psycopg connections, and the runner of every statement on them.
 
 Spark executors (and the driver-side Python workers that plan a read) run without Django:
 they connect with psycopg to the libpq conninfo the data source was given, and run the
 statements of :mod:`pgq_django.sql` there: what the pipeline adds
 (:mod:`pgq_django.sql.spark`: partition spans, id-range reads, the archive stream's
 watermark) and, for sending, publishing, leasing and acknowledging, the very statements the
-managers run. This module holds no SQL text of its own.
+managers run, with parameters from the same builders (:mod:`pgq_django.sql.params`).
+
+This module is the pipeline's counterpart of :mod:`pgq_django.db`: the rest of
+:mod:`pgq_django.spark` runs statements only through :func:`run` (one statement),
+:func:`run_each` (one statement per parameter set, pipelined) and :func:`stream_range` (a
+server-side cursor), and holds no SQL text of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg.sql import Composed, Identifier
+from psycopg.rows import namedtuple_row
+from psycopg.sql import Composable, Composed, Identifier
 
 from ..sql import spark as sql
 from ..sql.spark import COLUMNS
@@ -33,8 +39,13 @@ __all__ = [
     "connect",
     "list_partition_spans",
     "read_range",
+    "run",
+    "run_each",
     "stream_range",
 ]
+
+# What a statement is: SQL text or a psycopg.sql template filled with identifiers.
+Statement = str | Composable
 
 
 @dataclass(frozen=True)
@@ -49,16 +60,42 @@ def connect(dsn: str) -> psycopg.Connection[Any]:
     """An autocommit connection for the pipeline (``conn.transaction()`` opens a transaction);
     in UTC, as Django's connections are."""
     conn = psycopg.connect(dsn, autocommit=True, application_name="pgq_django.spark")
-    conn.execute(sql.SET_UTC)
+    run(conn, sql.SET_UTC)
     return conn
+
+
+def run(
+    conn: psycopg.Connection[Any], statement: Statement, params: Any = None, *, named: bool = False
+) -> psycopg.Cursor[Any]:
+    """Run one statement; its rows wait in the returned cursor (``fetchone``, ``fetchall``).
+
+    Rows are plain tuples, or with ``named`` tuples whose fields are the statement's column
+    names (for a statement that may grow columns, such as a queue's state).
+    """
+    cursor = conn.cursor(row_factory=namedtuple_row) if named else conn.cursor()
+    return cursor.execute(statement, params)
+
+
+def run_each(
+    conn: psycopg.Connection[Any], statement: Statement, param_sets: Sequence[Any]
+) -> list[tuple[Any, ...] | None]:
+    """Run a statement once per parameter set, pipelined (the lot in the same round trips);
+    the first row of each run (None when it returned none), in order."""
+    with conn.cursor() as cursor:
+        cursor.executemany(statement, param_sets, returning=True)
+        rows = []
+        for _ in param_sets:
+            rows.append(cursor.fetchone())
+            cursor.nextset()
+    return rows
 
 
 def list_partition_spans(conn: psycopg.Connection[Any], table: str) -> list[PartitionSpan]:
     """Every partition of ``table`` with the ids it holds now (default partition included)."""
     spans = []
-    for name, is_default in conn.execute(sql.LIST_PARTITION_NAMES, [table]).fetchall():
+    for name, is_default in run(conn, sql.LIST_PARTITION_NAMES, [table]).fetchall():
         span = sql.PARTITION_SPAN.format(partition=Identifier(name))
-        lo, hi = conn.execute(span).fetchone() or (None, None)
+        lo, hi = run(conn, span).fetchone() or (None, None)
         spans.append(PartitionSpan(name, bool(is_default), lo, hi))
     return spans
 

@@ -4,8 +4,9 @@ Executors have no Django, so a task does not call :func:`pgq_django.send_batch`;
 each row with the same checks (:func:`pgq_django.validation.send_options` and
 :func:`~pgq_django.validation.body`) and runs the same statements the functional API
 runs (:data:`pgq_django.sql.messages.SEND`, :data:`pgq_django.sql.delivery.SEND_DEDUPLICATED`,
-:data:`pgq_django.sql.exchanges.PUBLISH`) over psycopg, so a row written by Spark is the row
-``send`` would have written: same defaults, counters and wake-ups. Configuring Django in
+:data:`pgq_django.sql.exchanges.PUBLISH`), with parameters from the managers' own builders
+(:mod:`pgq_django.sql.params`), over psycopg (:mod:`.queries`), so a row written by Spark is
+the row ``send`` would have written: same defaults, counters and wake-ups. Configuring Django in
 every executor instead would need the project's settings and code on each worker machine,
 and Django's connection handling per Python worker, for no different result.
 
@@ -35,10 +36,20 @@ from ..exceptions import (
     PgqError,
     QueueNotFound,
 )
+from ..routing import routing_key
 from ..sql import spark as statements
-from ..sql.delivery import DEDUP_WINDOW_SECONDS
+from ..sql.delivery import SEND_DEDUPLICATED
+from ..sql.exchanges import PUBLISH
+from ..sql.messages import SEND
+from ..sql.params import (
+    publish_params,
+    queue_state_params,
+    send_deduplicated_params,
+    send_params,
+)
+from ..sql.queues import QUEUE_STATE
 from .options import WriteOptions
-from .queries import connect
+from .queries import connect, run, run_each
 
 
 @dataclass
@@ -125,37 +136,23 @@ def _row_op(row: Any, opts: WriteOptions, position: int, max_size: int | None) -
             size=size,
             max_message_size=max_size,
         )
-    common = {
-        "size": size,
-        "channel": opts.channel,
-        "notify": True,  # one transaction per task: its commit wakes the consumers
-        "max_retries": None,
-        "retry_delay": None,
-    }
     if opts.exchange:
-        from ..routing import routing_key, topic_subject
-
         key = routing_key(cells.get("routing_key"))
-        params = {
-            **checked,
-            **common,
-            "exchange": opts.exchange,
-            "body": body,
-            "routing_key": key,
-            "topic_subject": topic_subject(key),
-        }
+        params = publish_params(
+            opts.exchange, body, size=size, routing_key=key, channel=opts.channel, options=checked
+        )
         return _Op("publish", params, (), position)
     if checked["dedup_id"] is not None:
-        params = {
-            **checked,
-            **common,
-            "queue": opts.queue,
-            "body": body,
-            "window": DEDUP_WINDOW_SECONDS,
-        }
+        params = send_deduplicated_params(
+            opts.queue, body, size=size, channel=opts.channel, options=checked
+        )
         return _Op("dedup", params, (), position)
     same = tuple(sorted((k, json.dumps(val)) for k, val in checked.items()))
-    return _Op("send", {**checked, **common, "queue": opts.queue, "bodies": [body]}, same, position)
+    # One transaction per task: its commit wakes the consumers (notify).
+    params = send_params(
+        opts.queue, [body], size=size, channel=opts.channel, notify=True, options=checked
+    )
+    return _Op("send", params, same, position)
 
 
 def _merge_sends(ops: Sequence[_Op]) -> list[_Op]:
@@ -172,16 +169,11 @@ def _merge_sends(ops: Sequence[_Op]) -> list[_Op]:
 
 
 def _statement(kind: str) -> str:
+    """The statement of an op's kind: ``send`` (of many bodies), ``dedup`` or ``publish``."""
     if kind == "send":
-        from ..sql.messages import SEND
-
         return SEND
     if kind == "dedup":
-        from ..sql.delivery import SEND_DEDUPLICATED
-
         return SEND_DEDUPLICATED
-    from ..sql.exchanges import PUBLISH
-
     return PUBLISH
 
 
@@ -201,19 +193,18 @@ def _check(op: _Op, row: Sequence[Any] | None, opts: WriteOptions) -> int:
     return len(row[1] or [])
 
 
-def _run(cursor: psycopg.Cursor[Any], ops: list[_Op], opts: WriteOptions) -> int:
-    """Run the ops in order, each maximal run of one statement as a pipelined executemany."""
+def _run(conn: psycopg.Connection[Any], ops: list[_Op], opts: WriteOptions) -> int:
+    """Run the ops in order, each maximal run of one statement pipelined (:func:`run_each`)."""
     inserted = 0
     start = 0
     while start < len(ops):
         end = start
         while end < len(ops) and ops[end].kind == ops[start].kind:
             end += 1
-        run = ops[start:end]
-        cursor.executemany(_statement(run[0].kind), [op.params for op in run], returning=True)
-        for op in run:
-            inserted += _check(op, cursor.fetchone(), opts)
-            cursor.nextset()
+        same_kind = ops[start:end]
+        rows = run_each(conn, _statement(same_kind[0].kind), [op.params for op in same_kind])
+        for op, row in zip(same_kind, rows, strict=True):
+            inserted += _check(op, row, opts)
         start = end
     return inserted
 
@@ -226,15 +217,11 @@ class QueueWriter(DataSourceWriter):
 
     def _max_size(self, conn: psycopg.Connection[Any]) -> int | None:
         if not self.opts.queue:
-            found = conn.execute(
-                statements.EXCHANGE_EXISTS, {"name": self.opts.exchange}
-            ).fetchone()
+            found = run(conn, statements.EXCHANGE_EXISTS, {"name": self.opts.exchange}).fetchone()
             if not (found and found[0]):
                 raise ExchangeNotFound(f"Exchange {self.opts.exchange!r} does not exist.")
             return None
-        from ..sql.queues import QUEUE_STATE
-
-        state = conn.execute(QUEUE_STATE, [self.opts.queue]).fetchone()
+        state = run(conn, QUEUE_STATE, queue_state_params(self.opts.queue)).fetchone()
         if state is None:
             raise QueueNotFound(f"Queue {self.opts.queue!r} does not exist.")
         return int(state[2])
@@ -243,16 +230,15 @@ class QueueWriter(DataSourceWriter):
         rows = inserted = 0
         with connect(self.opts.dsn) as conn, conn.transaction():
             max_size = self._max_size(conn)
-            cursor = conn.cursor()
             batch: list[_Op] = []
             for row in iterator:
                 batch.append(_row_op(row, self.opts, rows, max_size))
                 rows += 1
                 if len(batch) >= self.opts.batch_rows:
-                    inserted += _run(cursor, _merge_sends(batch), self.opts)
+                    inserted += _run(conn, _merge_sends(batch), self.opts)
                     batch = []
             if batch:
-                inserted += _run(cursor, _merge_sends(batch), self.opts)
+                inserted += _run(conn, _merge_sends(batch), self.opts)
         return WriteReport(rows=rows, ids=inserted)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:

@@ -33,10 +33,23 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ..conf import DEFAULTS
+from ..exceptions import QueueNotFound
 from ..sql import spark as statements
-from ..sql.fragments import TRANSIENT_FIRST_ID
+from ..sql.fragments import MESSAGE_COLUMNS, TRANSIENT_FIRST_ID
+from ..sql.messages import DELETE, READ
+from ..sql.params import delete_params, queue_state_params, read_params, receipt_params
+from ..sql.queues import QUEUE_STATE
 from .options import ArchiveStreamOptions, ConsumeOptions, ReadOptions, WriteOptions
-from .queries import ARCHIVE_TABLE, COLUMNS, connect, list_partition_spans, read_range, stream_range
+from .queries import (
+    ARCHIVE_TABLE,
+    COLUMNS,
+    connect,
+    list_partition_spans,
+    read_range,
+    run,
+    stream_range,
+)
 from .sink import QueueStreamWriter, QueueWriter
 
 READ_SCHEMA = (
@@ -200,10 +213,10 @@ class ArchiveStreamReader(DataSourceStreamReader):
     def _frontier(self) -> dict[str, int]:
         """The highest msg_id a batch may end at now, per space (see the class docstring)."""
         with connect(self.opts.read.dsn) as conn:
-            durable, transient, xmax = conn.execute(statements.ID_HORIZON).fetchone() or (0,) * 3
+            durable, transient, xmax = run(conn, statements.ID_HORIZON).fetchone() or (0,) * 3
             deadline = time.monotonic() + self.opts.settle_seconds
             while True:
-                (oldest,) = conn.execute(statements.OLDEST_RUNNING).fetchone() or (0,)
+                (oldest,) = run(conn, statements.OLDEST_RUNNING).fetchone() or (0,)
                 if oldest >= xmax:
                     now = (int(durable or 0), int(transient or 0))
                     self._settled = [max(*pair) for pair in zip(self._settled, now, strict=True)]
@@ -211,12 +224,8 @@ class ArchiveStreamReader(DataSourceStreamReader):
                 if time.monotonic() > deadline:
                     break  # a long transaction: keep the last settled positions
                 time.sleep(0.02)
-            row = (
-                conn.execute(
-                    statements.ARCHIVE_FRONTIER, {"transient": TRANSIENT_FIRST_ID}
-                ).fetchone()
-                or (None,) * 4
-            )
+            frontier_params = {"transient": TRANSIENT_FIRST_ID}
+            row = run(conn, statements.ARCHIVE_FRONTIER, frontier_params).fetchone() or (None,) * 4
         frontier = {}
         for (key, floor), settled, archived, live in zip(
             _SPACES, self._settled, row[0::2], row[1::2], strict=True
@@ -303,13 +312,8 @@ class QueueStreamReader(DataSourceStreamReader):
 
     def _state(self) -> Any:
         """The queue's row of QUEUE_STATE, by column name (the statement may grow columns)."""
-        from psycopg.rows import namedtuple_row
-
-        from ..exceptions import QueueNotFound
-        from ..sql.queues import QUEUE_STATE
-
-        with self._conn().cursor(row_factory=namedtuple_row) as cursor:
-            state = cursor.execute(QUEUE_STATE, [self.opts.queue]).fetchone()
+        params = queue_state_params(self.opts.queue)
+        state = run(self._conn(), QUEUE_STATE, params, named=True).fetchone()
         if state is None:
             raise QueueNotFound(f"Queue {self.opts.queue!r} does not exist.")
         return state
@@ -319,12 +323,6 @@ class QueueStreamReader(DataSourceStreamReader):
         return {"batch": 0, "receipts": ""}
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict[str, Any]:
-        from ..conf import DEFAULTS
-        from ..sql.fragments import MESSAGE_COLUMNS
-        from ..sql.messages import READ
-
-        read_max_bytes = DEFAULTS["READ_MAX_BYTES"]
-
         start = start if start is not None else self._last
         self._ack(start)
         qty = self.opts.batch_size
@@ -335,21 +333,15 @@ class QueueStreamReader(DataSourceStreamReader):
         paused, fifo = state.paused, state.fifo
         if paused:
             return start
-        rows = (
-            self._conn()
-            .execute(
-                READ[fifo].format(filters=""),
-                {
-                    "queue": self.opts.queue,
-                    "qty": qty,
-                    "vt": self.opts.visibility_timeout,
-                    # The byte budget of a read; executors have no Django settings, so the
-                    # documented default applies (a batch is bounded by batchSize as well).
-                    "max_bytes": read_max_bytes,
-                },
-            )
-            .fetchall()
+        params = read_params(
+            self.opts.queue,
+            qty=qty,
+            vt=self.opts.visibility_timeout,
+            # The byte budget of a read; executors have no Django settings, so the
+            # documented default applies (a batch is bounded by batchSize as well).
+            max_bytes=DEFAULTS["READ_MAX_BYTES"],
         )
+        rows = run(self._conn(), READ[fifo].format(filters=""), params).fetchall()
         if not rows:
             return start
         ct = MESSAGE_COLUMNS.index("read_ct")
@@ -369,10 +361,9 @@ class QueueStreamReader(DataSourceStreamReader):
         assert isinstance(partition, ReceiptsPartition)
         if not partition.receipts:
             return
-        ids = [r[0] for r in partition.receipts]
-        cts = [r[1] for r in partition.receipts]
+        params = receipt_params(partition.receipts)
         with connect(self.opts.dsn) as conn:
-            rows = conn.execute(statements.LEASED_ROWS, {"ids": ids, "cts": cts}).fetchall()
+            rows = run(conn, statements.LEASED_ROWS, params).fetchall()
         if rows:
             yield to_record_batch(sorted(rows, key=lambda r: r[0]))
 
@@ -381,20 +372,13 @@ class QueueStreamReader(DataSourceStreamReader):
 
     def _ack(self, offset: dict) -> None:
         """Delete (or archive as acked) a committed batch's messages, once per batch."""
-        from ..sql.messages import DELETE
-
         batch = int(offset.get("batch", 0))
         receipts = _decode(offset.get("receipts", ""))
         if batch in self._acked or not receipts:
             return
         archives = self._state().archive_on_ack
-        params = {
-            "queue": self.opts.queue,
-            "result": None,
-            "ids": [r[0] for r in receipts],
-            "cts": [r[1] for r in receipts],
-        }
-        self._conn().execute(DELETE[archives], params)
+        params = delete_params(self.opts.queue, receipts, result=None)
+        run(self._conn(), DELETE[archives], params)
         self._acked.add(batch)
 
     def stop(self) -> None:

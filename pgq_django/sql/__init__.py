@@ -16,16 +16,19 @@
   that cannot keep prepared statements (a transaction-mode pooler).
 - :mod:`.fragments`: the pieces several statements share (the message INSERT, the archive
   move, the counter insert, the dead-letter move, the dedup claim), composed, never copied.
+- :mod:`.params`: the parameters of the statements both the managers and Spark run (send,
+  publish, read, ack, a queue's state), built by one function each.
 
 A statement is a module-level constant in UPPER_CASE whose value is SQL text, a
 :class:`psycopg.sql.Composable` (templates filled with identifiers), or a dict of texts
 keyed by queue shape (``READ[fifo]``); a ``# -- name --`` comment above it says what it
 does. Each is run by exactly one manager method through the one runner,
 :mod:`pgq_django.db` (``tests/integration/test_sql.py`` checks it); the Spark executors,
-which have no Django, run :mod:`.spark`'s statements and reuse the managers' ones on psycopg
-connections of their own. Values always travel as parameters.
+which have no Django, run :mod:`.spark`'s statements and reuse the managers' ones, with
+the same parameter builders (:mod:`.params`), on psycopg connections of their own
+(:mod:`pgq_django.spark.queries`). Values always travel as parameters.
 
-Nothing here imports Django, so the same texts can run where Django is not set up.
+Nothing here imports Django, so the same texts and builders run where Django is not set up.
 
 :mod:`.catalogue` renders every statement's complete text, with the code that runs it, into
 ``docs/reference/sql.md`` (a unit test fails when that page is stale).
