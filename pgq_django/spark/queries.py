@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import namedtuple_row
-from psycopg.sql import Composable, Composed, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 
 from ..sql import spark as sql
 from ..sql.spark import COLUMNS
@@ -44,8 +44,8 @@ __all__ = [
     "stream_range",
 ]
 
-# What a statement is: SQL text or a psycopg.sql template filled with identifiers.
-Statement = str | Composable
+# What a statement is: SQL text, or a psycopg.sql template (filled with identifiers).
+Statement = str | SQL | Composed
 
 
 @dataclass(frozen=True)

@@ -142,15 +142,17 @@ def _row_op(row: Any, opts: WriteOptions, position: int, max_size: int | None) -
             opts.exchange, body, size=size, routing_key=key, channel=opts.channel, options=checked
         )
         return _Op("publish", params, (), position)
+    queue = opts.queue
+    assert queue is not None  # WriteOptions.parse takes exactly one of queue and exchange
     if checked["dedup_id"] is not None:
         params = send_deduplicated_params(
-            opts.queue, body, size=size, channel=opts.channel, options=checked
+            queue, body, size=size, channel=opts.channel, options=checked
         )
         return _Op("dedup", params, (), position)
     same = tuple(sorted((k, json.dumps(val)) for k, val in checked.items()))
     # One transaction per task: its commit wakes the consumers (notify).
     params = send_params(
-        opts.queue, [body], size=size, channel=opts.channel, notify=True, options=checked
+        queue, [body], size=size, channel=opts.channel, notify=True, options=checked
     )
     return _Op("send", params, same, position)
 
