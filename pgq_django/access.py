@@ -2,9 +2,12 @@
 
 REST views, the SQS endpoint and the admin all ask :func:`may` (or :func:`require`, which
 raises) before they call the functional API; the functional API itself trusts its caller, as
-Django's ORM does. The rule is written once, as a queryset filter (:func:`queues_for`,
-:func:`exchanges_for`), so "which queues may this user see" and "may this user read this
-queue" can never disagree.
+Django's ORM does. The rule is stated as a queryset filter (:func:`queues_for`,
+:func:`exchanges_for`) for listings, and as named statements
+(:mod:`pgq_django.sql.access`) for the per-request question :func:`may` answers, which runs
+on every REST and SQS call; the tests hold the statements' answers to the querysets' on
+every kind of user, so "which queues may this user see" and "may this user read this queue"
+cannot disagree.
 
 Rights (pgpro_queue's, mapped onto Django users and groups):
 
@@ -27,7 +30,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connections
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from .exceptions import InvalidArgument, PermissionDenied
@@ -102,10 +104,10 @@ def may(user: Any, right: str, target: Queue | Exchange | str) -> bool:
     ``target`` is a Queue, an Exchange, or a name: an exchange name for ``publish``, a
     queue name otherwise. An unknown name answers False (the caller reports "not found").
 
-    The query is :func:`queues_for` / :func:`exchanges_for` filtered to the target, as
-    written above; only its SQL is compiled once per user, right and kind of target and
-    kept (see :func:`_compiled_check`), because building and compiling that queryset cost
-    several times the query itself on every REST and SQS request.
+    The query is the rule of :func:`queues_for` / :func:`exchanges_for` for one target, as
+    a prepared statement (``QUEUE_RIGHT`` / ``EXCHANGE_RIGHT`` of
+    :mod:`pgq_django.sql.access`): building and compiling the queryset would cost several
+    times the query itself on every REST and SQS request.
     """
     is_exchange = isinstance(target, Exchange) or (isinstance(target, str) and right == "publish")
     rights = EXCHANGE_RIGHTS if is_exchange else QUEUE_RIGHTS
@@ -120,50 +122,15 @@ def may(user: Any, right: str, target: Queue | Exchange | str) -> bool:
     # The owner has every right: no query needed (the SQS and REST hot paths ask this often).
     if not isinstance(target, str) and target.owner_id is not None and target.owner_id == user.pk:
         return True
-    by, value = ("name", target) if isinstance(target, str) else ("pk", target.pk)
-    check = _compiled_check(user, right, is_exchange, by, superuser)
-    if check is None:
-        found = (exchanges_for if is_exchange else queues_for)(user, right)
-        return found.filter(**{by: value}).exists()
-    sql, params, slot, alias = check
-    bound = list(params)
-    bound[slot] = value
-    with connections[alias].cursor() as cursor:
-        cursor.execute(sql, bound)
-        return cursor.fetchone() is not None
-
-
-# (user pk, superuser, right, exchange?, "name"/"pk") -> (sql, params, target slot, alias)
-_checks: dict[tuple[Any, ...], tuple[str, tuple[Any, ...], int, str] | None] = {}
-_MAX_CHECKS = 4096
-_NAME_MARK = "\x00pgq-access-target\x00"
-_PK_MARK = -(2**62) - 271_828
-
-
-def _compiled_check(
-    user: Any, right: str, is_exchange: bool, by: str, superuser: bool
-) -> tuple[str, tuple[Any, ...], int, str] | None:
-    """The SQL of ``<queues|exchanges>_for(user, right).filter(<by>=…).exists()``.
-
-    Compiled with a marker value where the target goes; the answer says which parameter
-    that is. The SQL depends only on the user's id (group membership and ownership are
-    looked up by the query itself, when it runs) and on the superuser branch, both part of
-    the key, so a cached statement answers exactly what a fresh queryset would. None when
-    the marker cannot be placed (then :func:`may` builds the queryset each time).
-    """
-    key = (user.pk, superuser, right, is_exchange, by)
-    if key in _checks:
-        return _checks[key]
-    mark: Any = _NAME_MARK if by == "name" else _PK_MARK
-    found = (exchanges_for if is_exchange else queues_for)(user, right)
-    query = found.filter(**{by: mark}).query.exists()
-    sql, params = query.get_compiler(using=found.db).as_sql()
-    slots = [i for i, p in enumerate(params) if type(p) is type(mark) and p == mark]
-    entry = (sql, tuple(params), slots[0], found.db) if len(slots) == 1 else None
-    if len(_checks) >= _MAX_CHECKS:
-        _checks.clear()
-    _checks[key] = entry
-    return entry
+    by_name = isinstance(target, str)
+    manager = Exchange.objects if is_exchange else Queue.objects
+    return manager.has_right(
+        right,
+        target if isinstance(target, str) else target.pk,
+        by_name=by_name,
+        user_id=user.pk,
+        superuser=superuser,
+    )
 
 
 def require(user: Any, right: str, target: Queue | Exchange | str) -> None:

@@ -1,13 +1,16 @@
-"""``Exchange.objects``: the ORM manager, plus the one-statement publish."""
+"""``Exchange.objects``: the ORM manager, plus the one-statement publish and the right on an
+exchange (:mod:`pgq_django.sql.access`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..conf import settings
+from ..sql import access as rights
 from ..sql import exchanges as sql
 from ..sql.params import publish_params
 from .base import SqlManager
+from .users import with_user_tables
 
 
 class ExchangeManager(SqlManager):
@@ -35,3 +38,13 @@ class ExchangeManager(SqlManager):
         else:
             row = self._one(sql.PUBLISH_DEDUPLICATED, params)
         return row.exchange_id, list(row.msg_ids or []), row.too_large, row.queue_full
+
+    def has_right(
+        self, right: str, target: Any, *, by_name: bool, user_id: Any, superuser: bool
+    ) -> bool:
+        """Whether active user ``user_id`` has ``right`` on the exchange named (``by_name``)
+        or with id ``target``; False when there is no such exchange. The caller
+        (:func:`pgq_django.access.may`) has checked the right's name and the user's state."""
+        statement = with_user_tables(rights.EXCHANGE_RIGHT[by_name], self._db_alias())
+        params = {"target": target, "right": right, "user_id": user_id, "superuser": superuser}
+        return self._one(statement, params) is not None

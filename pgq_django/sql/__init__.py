@@ -9,6 +9,8 @@
 - :mod:`.counters`: folding counters, metrics.
 - :mod:`.partitions`: partition catalog queries and DDL templates.
 - :mod:`.leader`: the worker leader's advisory lock.
+- :mod:`.access`: the rights rule (may this user do this on this queue or exchange; the SQS
+  endpoint's lookup of a queue with its caller's right and key).
 - :mod:`.notify`: the LISTEN connection's own commands, and the wake-up of one queue.
 - :mod:`.spark`: what the Spark pipeline adds (partition spans, id-range reads, the archive
   stream's watermark); its executors run without Django, on connections of their own.
@@ -51,6 +53,7 @@ MODULES = (
     "counters",
     "partitions",
     "leader",
+    "access",
     "notify",
     "spark",
     "server_functions",

@@ -1,9 +1,10 @@
-"""The compiled lookup of the hot SQS actions answers exactly what the ORM rule answers.
+"""The lookup of the hot SQS actions answers exactly what the ORM rule answers.
 
-:func:`pgq_django.sqs.lookup.queue_for` runs SQL compiled once per shape from
-:func:`pgq_django.access.queues_for` with stand-in values; these tests run both it and the
-ORM queryset it was compiled from on every kind of caller, right and key state, and compare
-the answers and the Queue they build, field by field.
+:func:`pgq_django.sqs.lookup.queue_for` runs the named statement ``QUEUE_FOR_CALLER``
+(:mod:`pgq_django.sql.access`); these tests run both it and the ORM queryset stating the
+same rule (:func:`pgq_django.access.queues_for` and :func:`pgq_django.sqs.auth.still_valid`)
+on every kind of caller, right and key state, and compare the answers and the Queue they
+build, field by field.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import datetime
 import itertools
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -21,7 +23,8 @@ from django.test.utils import CaptureQueriesContext
 import pgq_django as pgq
 from pgq_django import access
 from pgq_django.models import AccessKey, Queue
-from pgq_django.sqs import lookup
+from pgq_django.sql import access as rights
+from pgq_django.sqs import auth, lookup
 from pgq_django.sqs.auth import Caller
 from tests.conftest import statements_run
 
@@ -61,8 +64,16 @@ def world(db):
     return users, keys
 
 
+def _rule_queryset(user, right: str, name: str, key_pk, check_key: bool):
+    """The lookup as the ORM states it (access.py's rule and auth.py's key check)."""
+    found = access.queues_for(user, right).filter(name=name)
+    if check_key:
+        found = found.filter(auth.still_valid(key_pk, user))
+    return found
+
+
 def _expected(caller: Caller, right: str, name: str) -> Queue | None:
-    found = lookup.rule_queryset(caller.user, right, name, caller.key_pk, not caller.confirmed)
+    found = _rule_queryset(caller.user, right, name, caller.key_pk, not caller.confirmed)
     return next(iter(found), None) if caller.user.is_active else None
 
 
@@ -122,8 +133,6 @@ def test_an_unconfirmed_caller_is_refused_once_its_key_or_owner_changes(world):
 
 def test_one_query_and_no_orm_compilation_per_call(world):
     users, keys = world
-    for shape in itertools.product(("read", "write"), (True, False), (True, False)):
-        assert lookup.compiled_shape(*shape) is not None, shape  # compiled, not the ORM fallback
     member = users[4]
     caller = _caller(member, keys[member.pk], confirmed=False)
     lookup.queue_for(caller, "write", "looked_up")  # compiles this shape
@@ -132,6 +141,22 @@ def test_one_query_and_no_orm_compilation_per_call(world):
     assert len(queries) == 1
     assert len(statements) == 1
     assert "pgq_queue_grant" in statements[0] and "pgq_access_key" in statements[0]
+    # The named statement, not SQL compiled from a queryset.
+    assert statements[0] == rights.QUEUE_FOR_CALLER.format(
+        user=_quoted_user_names("auth_user", "id", "auth_user_groups", "user_id", "group_id")
+    )
+
+
+def _quoted_user_names(table, pk, groups, groups_user, groups_group):
+    return SimpleNamespace(
+        table=f'"{table}"',
+        pk=f'"{pk}"',
+        is_active='"is_active"',
+        is_superuser='"is_superuser"',
+        groups=f'"{groups}"',
+        groups_user=f'"{groups_user}"',
+        groups_group=f'"{groups_group}"',
+    )
 
 
 def test_the_lookup_is_prepared_once_per_connection(world):
