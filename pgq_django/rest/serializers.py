@@ -17,12 +17,11 @@ import math
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from rest_framework.fields import SkipField, empty, get_error_detail
 
+from .. import seams
 from ..api.queue_settings import QUEUE_SETTINGS
 from ..validation import MAX_SECONDS
 
@@ -139,71 +138,44 @@ class ExchangeKind(StrictText):
 class Strict(serializers.Serializer):
     """Refuses fields it does not declare instead of ignoring them.
 
-    Validation visits only the fields the data holds (and the required ones), each through
-    its own ``run_validation`` — DRF's own loop visits every declared field of every item,
-    and for a batch of messages that took about as long as sending it. That shortcut is
-    exact only for the plain shape these serializers have (no defaults, no read-only
-    fields, sources equal to names, no ``validate_<name>`` methods, no validators); a
-    serializer outside it takes DRF's loop.
+    Validation of the fields themselves takes the ``present_fields`` shortcut of
+    :mod:`pgq_django.seams` when it may (it visits only the fields the data holds and the
+    required ones), else DRF's own loop, which visits every declared field of every item.
     """
 
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, dict):
             return super().to_internal_value(data)
-        fields, required, plain = self._field_table()
+        fields = self.fields
         unknown = [name for name in data if name not in fields]
         if unknown:
             raise serializers.ValidationError(
                 {name: ["This field is not known."] for name in sorted(unknown)}
             )
-        if not plain:
-            return super().to_internal_value(data)
-        out: dict[str, Any] = {}
-        errors: dict[str, Any] = {}
-        for name in (*data, *(r for r in required if r not in data)):
-            try:
-                out[name] = fields[name].run_validation(data.get(name, empty))
-            except serializers.ValidationError as exc:
-                errors[name] = exc.detail
-            except DjangoValidationError as exc:
-                errors[name] = get_error_detail(exc)
-            except SkipField:
-                pass
-        if errors:
-            raise serializers.ValidationError(errors)
-        return out
+        validated = seams.validate_present_fields(self, data)
+        return super().to_internal_value(data) if validated is None else validated
 
     def run_validators(self, value: Any) -> None:
         if self.validators:
             super().run_validators(value)
 
     def get_fields(self) -> dict[str, Any]:
-        """Copies of the declared fields: shallow ones for the leaf fields (which keep no
-        state of their own beyond what binding sets on the copy) — DRF's deep copies
-        re-run every field's constructor for every request."""
+        """Copies of DRF's fields for this class, made once per class: shallow ones for the
+        leaf fields (which keep no state of their own beyond what binding sets on the copy),
+        where DRF's deep copies re-run every field's constructor for every request."""
+        made = _FIELDS_BY_CLASS.get(type(self))
+        if made is None:
+            made = _FIELDS_BY_CLASS[type(self)] = super().get_fields()
         return {
             name: copy.deepcopy(field)
             if isinstance(field, serializers.Serializer | serializers.ListField)
             else copy.copy(field)
-            for name, field in self._declared_fields.items()
+            for name, field in made.items()
         }
 
-    def _field_table(self) -> tuple[dict[str, Any], tuple[str, ...], bool]:
-        """This instance's fields as a plain dict, the required names, and whether the
-        serializer has the plain shape the shortcut needs (computed once per instance)."""
-        cached = self.__dict__.get("_pgq_fields")
-        if cached is None:
-            fields = dict(self.fields)
-            plain = not self.validators and all(
-                field.default is empty
-                and not field.read_only
-                and field.source == name
-                and not hasattr(self, f"validate_{name}")
-                for name, field in fields.items()
-            )
-            required = tuple(name for name, field in fields.items() if field.required)
-            cached = self.__dict__["_pgq_fields"] = (fields, required, plain)
-        return cached
+
+# Each Strict class's fields as DRF's get_fields() makes them (unbound), copied per instance.
+_FIELDS_BY_CLASS: dict[type[Strict], dict[str, Any]] = {}
 
 
 def _opt(field: type[serializers.Field], **kwargs: Any) -> Any:
