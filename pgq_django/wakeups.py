@@ -37,16 +37,16 @@ covers a lost LISTEN connection. ``PGQ["NOTIFY_INTERVAL"] = 0`` notifies on ever
 
 from __future__ import annotations
 
-import atexit
 import logging
-import os
 import threading
 import time
+from dataclasses import dataclass
 
 from django.db import connections
 
 from . import db
 from .conf import settings
+from .services import ProcessService, ServiceConfig
 from .sql import messages as sql
 
 logger = logging.getLogger("pgq_django.wakeups")
@@ -59,20 +59,35 @@ IDLE_CLOSE = 1.0
 GRACE = 1.5
 
 
-class _Flusher:
-    """This process's throttle state and the thread that sends the trailing wake-ups."""
+@dataclass(frozen=True)
+class WakeupFlusherConfig(ServiceConfig):
+    #: Seconds without an owed wake-up after which the thread gives its connections back.
+    idle_close: float = IDLE_CLOSE
 
-    def __init__(self) -> None:
-        self.pid = os.getpid()
+
+class WakeupFlusher(ProcessService[WakeupFlusherConfig]):
+    """This process's throttle state and ``pgq-wakeups``, which sends the trailing wake-ups.
+
+    Started by the first send that leaves its wake-up owed; it then runs with the process,
+    giving its database connections back whenever nothing is owed for ``idle_close``
+    seconds. Stopping it (at exit) sends what is still owed.
+    """
+
+    thread_name = "pgq-wakeups"
+
+    def __init__(self, config: WakeupFlusherConfig | None = None) -> None:
+        super().__init__(config or WakeupFlusherConfig())
+        self._reset_state()
+
+    def _reset_state(self) -> None:
         # The condition's own lock, also taken alone (a plain lock is a C call; entering the
         # condition is two Python calls) where nothing waits or is woken.
-        self.lock = threading.Lock()
-        self.cond = threading.Condition(self.lock)
+        self.state_lock = threading.Lock()
+        self.cond = threading.Condition(self.state_lock)
         # (alias, queue) -> monotonic time of this process's last notification of it.
         self.last: dict[tuple[str, str], float] = {}
         # alias -> queue owed a trailing wake-up -> [deadline, time of the latest owe].
         self.owed: dict[str, dict[str, list[float]]] = {}
-        self.thread: threading.Thread | None = None
 
     def leading(self, alias: str, queue: str, interval: float) -> bool:
         # Without the lock (each dict access is atomic): two threads that both find the
@@ -88,7 +103,7 @@ class _Flusher:
 
     def owe(self, alias: str, queue: str, interval: float) -> None:
         now = time.monotonic()
-        with self.lock:  # the condition's: notify() below is allowed
+        with self.state_lock:  # the condition's: notify() below is allowed
             was_idle = not self.owed
             queues = self.owed.setdefault(alias, {})
             entry = queues.get(queue)
@@ -99,15 +114,13 @@ class _Flusher:
                 queues[queue] = [deadline, now]
             else:
                 entry[1] = now
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._run, name="pgq-wakeups", daemon=True)
-                self.thread.start()
             if was_idle:
                 # Only an idle thread waits on the condition; a busy one flushes this too.
                 self.cond.notify()
+        self.ensure_started()
 
     def covered(self, alias: str, queue: str, since: float) -> None:
-        with self.lock:
+        with self.state_lock:
             queues = self.owed.get(alias)
             entry = queues.get(queue) if queues else None
             if entry is not None and entry[1] < since:
@@ -115,29 +128,31 @@ class _Flusher:
                 if not queues:
                     del self.owed[alias]
 
-    def _run(self) -> None:
-        while True:
+    def run(self) -> None:
+        while not self.stopping:
             try:
                 self._once()
             except Exception as exc:  # keep going: later owed wake-ups must still go out
                 logger.warning("event=wakeup_thread_error error=%s", type(exc).__name__)
-                time.sleep(0.1)
+                self.sleep(0.1)
 
     def _once(self) -> None:
         """Wait for an owed queue, wait for its deadline, notify what is then due."""
         with self.cond:
-            idle = not self.owed and not self.cond.wait(IDLE_CLOSE)
+            idle = not self.owed and not self.cond.wait(self.config.idle_close)
         if idle:
             # Give the connection back rather than hold it for the process's life (a test
             # database could not be dropped, a pooler slot would stay taken).
             self._close_connections()
         with self.cond:
-            while not self.owed:
+            while not self.owed and not self.stopping:
                 self.cond.wait()
+            if not self.owed:
+                return
             due = min(entry[0] for queues in self.owed.values() for entry in queues.values())
         pause = due - time.monotonic()
-        if pause > 0:
-            time.sleep(pause)
+        if pause > 0 and self.sleep(pause):
+            return  # stopping: shutdown() sends what is owed
         self.flush(due=time.monotonic())
 
     def _close_connections(self) -> None:
@@ -167,6 +182,22 @@ class _Flusher:
                 logger.warning("event=wakeup_failed alias=%s error=%s", alias, type(exc).__name__)
                 connections[alias].close()
 
+    def stop(self) -> bool:
+        self._stop.set()
+        with self.cond:
+            self.cond.notify_all()  # an idle thread waits on the condition, not the event
+        return self.wait(self.config.stop_timeout)
+
+    def after_fork(self) -> None:
+        # The parent's debts are the parent's to pay: a child starts from nothing.
+        super().after_fork()
+        self._reset_state()
+
+    def shutdown(self) -> None:
+        self.stop()
+        if self.owed:
+            self.flush()
+
 
 def _wake(alias: str, queues: list[str]) -> None:
     """Notify the listeners of ``queues``: the trailing wake-ups of throttled sends, run
@@ -174,22 +205,8 @@ def _wake(alias: str, queues: list[str]) -> None:
     db.run_one(sql.WAKE, {"channel": settings.NOTIFY_CHANNEL, "queues": queues}, alias)
 
 
-_state = _Flusher()
-
-
-def _reset_after_fork() -> None:
-    global _state
-    _state = _Flusher()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
-
-
-@atexit.register
-def _flush_at_exit() -> None:
-    if _state.pid == os.getpid() and _state.owed:
-        _state.flush()
+#: This process's flusher (a process service: see :mod:`pgq_django.services`).
+flusher = WakeupFlusher()
 
 
 def leading(alias: str, queue: str, *, autocommit: bool) -> bool:
@@ -205,20 +222,20 @@ def leading(alias: str, queue: str, *, autocommit: bool) -> bool:
     interval = float(settings.NOTIFY_INTERVAL)
     if interval <= 0:
         return True
-    return _state.leading(alias, queue, interval)
+    return flusher.leading(alias, queue, interval)
 
 
 def owe(alias: str, queue: str) -> None:
     """A committed send on ``queue`` left its wake-up out: deliver one after the interval."""
-    _state.owe(alias, queue, float(settings.NOTIFY_INTERVAL))
+    flusher.owe(alias, queue, float(settings.NOTIFY_INTERVAL))
 
 
 def covered(alias: str, queue: str, since: float) -> None:
     """A leading send on ``queue`` that began at ``since`` (``time.monotonic()``) notified
     and has committed: it pays what sends that committed before it began were owed."""
-    _state.covered(alias, queue, since)
+    flusher.covered(alias, queue, since)
 
 
 def flush() -> None:
     """Send the owed wake-ups now (tests, shutdown)."""
-    _state.flush()
+    flusher.flush()
