@@ -1,9 +1,9 @@
 """Errors raised by pgq_django.
 
-Every error is data: it carries a stable ``code`` and the HTTP status the REST API answers
-with, so a translator maps them in one place instead of with if-chains. The SQS endpoint's
-error codes live in its own table (:data:`pgq_django.sqs.errors.PGQ_ERROR_CODES`): this
-module knows no transport's wire format beyond the REST status.
+Every error is data: it carries a stable ``code``, a message and details, so each transport
+maps them in one table of its own instead of with if-chains: the REST API's HTTP statuses
+in :data:`pgq_django.rest.exceptions.HTTP_STATUS`, the SQS endpoint's error codes in
+:data:`pgq_django.sqs.errors.PGQ_ERROR_CODES`. This module knows no transport.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ class PgqError(Exception):
     """Base class of every error pgq_django raises on purpose."""
 
     code = "pgq_error"
-    status_code = 400
     default_message = "The request could not be processed."
 
     def __init__(self, message: str | None = None, **details: Any) -> None:
@@ -48,13 +47,11 @@ class InvalidMessage(PgqError):
 
 class MessageTooLarge(InvalidMessage):
     code = "message_too_large"
-    status_code = 413
     default_message = "The message body is larger than the queue allows."
 
 
 class QueueNotFound(PgqError):
     code = "queue_not_found"
-    status_code = 404
     default_message = "The queue does not exist."
 
     @classmethod
@@ -65,13 +62,11 @@ class QueueNotFound(PgqError):
 
 class QueueAlreadyExists(PgqError):
     code = "queue_already_exists"
-    status_code = 409
     default_message = "A queue with this name already exists."
 
 
 class ExchangeNotFound(PgqError):
     code = "exchange_not_found"
-    status_code = 404
     default_message = "The exchange does not exist."
 
     @classmethod
@@ -82,7 +77,6 @@ class ExchangeNotFound(PgqError):
 
 class ExchangeAlreadyExists(PgqError):
     code = "exchange_already_exists"
-    status_code = 409
     default_message = "An exchange with this name already exists."
 
 
@@ -90,7 +84,6 @@ class ExchangeInUse(PgqError):
     """drop_exchange(cascade=False) on an exchange that still has queues bound to it."""
 
     code = "exchange_in_use"
-    status_code = 409
     default_message = "Queues are still bound to the exchange."
 
 
@@ -98,7 +91,6 @@ class MessageNotFound(PgqError):
     """A message id that is not in the queue (REST answers 404; the Python API returns False)."""
 
     code = "message_not_found"
-    status_code = 404
     default_message = "The message does not exist."
 
 
@@ -106,31 +98,26 @@ class StaleReceipt(PgqError):
     """A receipt of a lease that has expired and been re-leased since (REST answers 409)."""
 
     code = "stale_receipt"
-    status_code = 409
     default_message = "The message was delivered again since this receipt was issued."
 
 
 class SubscriptionNotFound(PgqError):
     code = "subscription_not_found"
-    status_code = 404
     default_message = "The subscription does not exist."
 
 
 class SubscriptionAlreadyExists(PgqError):
     code = "subscription_already_exists"
-    status_code = 409
     default_message = "A subscription with this id or route already exists."
 
 
 class PermissionDenied(PgqError):
     code = "permission_denied"
-    status_code = 403
     default_message = "You do not have permission to do this."
 
 
 class QueuePaused(PgqError):
     code = "queue_paused"
-    status_code = 409
     default_message = "The queue is paused; resume it to read messages."
 
     @classmethod
@@ -140,7 +127,6 @@ class QueuePaused(PgqError):
 
 class QueueFull(PgqError):
     code = "queue_full"
-    status_code = 409
     default_message = "The queue holds its maximum number of messages."
 
 
@@ -165,7 +151,6 @@ class ConnectionLost(PgqError, OperationalError):
     """
 
     code = "connection_lost"
-    status_code = 503
     default_message = "The connection to the database was lost; the outcome is unknown."
 
 
@@ -180,7 +165,6 @@ class NotMigrated(PgqError, ProgrammingError):
     """
 
     code = "not_migrated"
-    status_code = 503
     default_message = "pgq_django's tables are missing: run `python manage.py migrate`."
 
 

@@ -1,10 +1,10 @@
 """The one place where errors become HTTP answers: ``{"error": {"code", "message", "details"}}``.
 
-A :class:`~pgq_django.exceptions.PgqError` carries its own status and code, and DRF's own
-exceptions (malformed JSON, missing credentials, an unsupported media type …) carry theirs,
-so :func:`exception_handler` needs no chain of cases: every error the API raises on purpose
-answers in the same shape with its own status, and nothing else can reach a client as a 500
-page unless it is a bug.
+A :class:`~pgq_django.exceptions.PgqError` answers the status :data:`HTTP_STATUS` gives its
+class, with its own code, and DRF's own exceptions (malformed JSON, missing credentials, an
+unsupported media type …) carry theirs, so :func:`exception_handler` needs no chain of
+cases: every error the API raises on purpose answers in the same shape with its status, and
+nothing else can reach a client as a 500 page unless it is a bug.
 """
 
 from __future__ import annotations
@@ -17,19 +17,69 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from ..exceptions import PgqError
+from ..exceptions import (
+    ConnectionLost,
+    ExchangeAlreadyExists,
+    ExchangeInUse,
+    ExchangeNotFound,
+    MessageNotFound,
+    MessageTooLarge,
+    NotMigrated,
+    PermissionDenied,
+    PgqError,
+    QueueAlreadyExists,
+    QueueFull,
+    QueueNotFound,
+    QueuePaused,
+    StaleReceipt,
+    SubscriptionAlreadyExists,
+    SubscriptionNotFound,
+)
 
 
 class RequestTooLarge(PgqError):
     code = "request_too_large"
-    status_code = 413
     default_message = "The request body is larger than the server accepts."
 
 
 class NotFound(PgqError):
     code = "not_found"
-    status_code = 404
     default_message = "There is nothing at this address."
+
+
+# PgqError class -> the HTTP status the REST API answers it with. An error answers the status
+# of the first class of its MRO listed here (a subclass its nearest listed ancestor's), and
+# DEFAULT_STATUS when none is: bad input.
+HTTP_STATUS: dict[type[PgqError], int] = {
+    MessageTooLarge: 413,
+    RequestTooLarge: 413,
+    QueueNotFound: 404,
+    ExchangeNotFound: 404,
+    MessageNotFound: 404,
+    SubscriptionNotFound: 404,
+    NotFound: 404,
+    PermissionDenied: 403,
+    QueueAlreadyExists: 409,
+    ExchangeAlreadyExists: 409,
+    ExchangeInUse: 409,
+    StaleReceipt: 409,
+    SubscriptionAlreadyExists: 409,
+    QueuePaused: 409,
+    QueueFull: 409,
+    ConnectionLost: 503,
+    NotMigrated: 503,
+}
+DEFAULT_STATUS = 400
+
+
+def http_status(error: type[PgqError] | PgqError) -> int:
+    """The HTTP status of a PgqError (class or instance), by :data:`HTTP_STATUS`."""
+    cls = error if isinstance(error, type) else type(error)
+    for klass in cls.__mro__:
+        status = HTTP_STATUS.get(klass)
+        if status is not None:
+            return status
+    return DEFAULT_STATUS
 
 
 # DRF's codes, renamed where ours are clearer to a client.
@@ -63,7 +113,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """DRF's ``EXCEPTION_HANDLER`` for pgq_django's views (set on the views themselves)."""
     headers: dict[str, str] = {}
     if isinstance(exc, PgqError):
-        status, body = exc.status_code, {"error": exc.as_dict()}
+        status, body = http_status(exc), {"error": exc.as_dict()}
     elif isinstance(exc, drf.APIException):
         code, message, details = _drf_error(exc)
         status, body = exc.status_code, error_body(code, message, details)

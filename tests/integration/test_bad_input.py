@@ -7,6 +7,7 @@ from django.forms.models import model_to_dict
 
 import pgq_django as pgq
 from pgq_django.models import Binding, Exchange, Message, Queue, QueueCounter
+from pgq_django.rest.exceptions import http_status
 from pgq_django.sqs.errors import sqs_code
 
 DEEP = [[]]
@@ -229,14 +230,14 @@ def test_bad_input_raises_a_clear_error_and_changes_nothing(queue, snapshot, cal
 
 def test_errors_carry_codes_for_http_and_sqs():
     err = pgq.QueueNotFound("Queue 'x' does not exist.", queue="x")
-    assert err.status_code == 404
+    assert http_status(err) == 404
     assert sqs_code(err) == "AWS.SimpleQueueService.NonExistentQueue"
     assert err.as_dict() == {
         "code": "queue_not_found",
         "message": "Queue 'x' does not exist.",
         "details": {"queue": "x"},
     }
-    assert pgq.MessageTooLarge().status_code == 413
+    assert http_status(pgq.MessageTooLarge()) == 413
     assert issubclass(pgq.MessageTooLarge, pgq.InvalidMessage)
 
 
