@@ -26,9 +26,9 @@ from typing import Any
 
 import psycopg
 
+from ..services import Service, ServiceConfig
 from ..sql import leader as sql
 from . import maintenance
-from ..services import Service, ServiceConfig
 
 logger = logging.getLogger("pgq_django.worker")
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import pytest
 
 import pgq_django as pgq
+from pgq_django.services import Service, ServiceConfig
 from pgq_django.worker import maintenance
 from pgq_django.worker.leader import Leader, LeaderConfig
 from pgq_django.worker.leases import LeaseExtender, LeaseExtenderConfig
 from pgq_django.worker.notifier import Notifier, NotifierConfig, Wakeup
-from pgq_django.services import Service, ServiceConfig
 from tests.conftest import wait_until
 
 # -- the base ----------------------------------------------------------------------------------
