@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg.rows import namedtuple_row
+from psycopg.rows import namedtuple_row, tuple_row
 from psycopg.sql import SQL, Composed, Identifier
 
 from ..sql import spark as sql
@@ -77,11 +77,21 @@ def run(
 
 
 def run_each(
-    conn: psycopg.Connection[Any], statement: Statement, param_sets: Sequence[Any]
+    conn: psycopg.Connection[Any],
+    statement: Statement,
+    param_sets: Sequence[Any],
+    *,
+    named: bool = False,
 ) -> list[tuple[Any, ...] | None]:
     """Run a statement once per parameter set, pipelined (the lot in the same round trips);
-    the first row of each run (None when it returned none), in order."""
-    with conn.cursor() as cursor:
+    the first row of each run (None when it returned none), in order.
+
+    With ``named`` the rows are named tuples, as with :func:`run`: a caller that reads the
+    answers of several statements (a send's and a publish's ``queue_full``) reads each by
+    name, whatever its position in the statement.
+    """
+    factory = namedtuple_row if named else tuple_row
+    with conn.cursor(row_factory=factory) as cursor:
         cursor.executemany(statement, param_sets, returning=True)
         rows = []
         for _ in param_sets:

@@ -4,18 +4,24 @@ Executors have no Django, so a task does not call :func:`pgq_django.send_batch`;
 each row with the same checks (:func:`pgq_django.validation.send_options` and
 :func:`~pgq_django.validation.body`) and runs the same statements the functional API
 runs (:data:`pgq_django.sql.messages.SEND`, :data:`pgq_django.sql.delivery.SEND_DEDUPLICATED`,
-:data:`pgq_django.sql.exchanges.PUBLISH`), with parameters from the managers' own builders
-(:mod:`pgq_django.sql.params`), over psycopg (:mod:`.queries`), so a row written by Spark is
-the row ``send`` would have written: same defaults, counters and wake-ups. Configuring Django in
+:data:`pgq_django.sql.exchanges.PUBLISH`, and with a ``dedup_id``
+:data:`pgq_django.sql.exchanges.PUBLISH_DEDUPLICATED`, chosen as the managers choose), with
+parameters from the managers' own builders (:mod:`pgq_django.sql.params`), over psycopg
+(:mod:`.queries`), so a row written by Spark is the row ``send`` or ``publish`` would have
+written: same defaults, counters, dedup claims and wake-ups. Configuring Django in
 every executor instead would need the project's settings and code on each worker machine,
 and Django's connection handling per Python worker, for no different result.
 
 Each task writes its rows in one transaction: a failing task leaves nothing behind, and
-Spark's retry starts from a clean slate. Consecutive rows with the same options go in one
-``SEND`` of many bodies (``send_batch``'s statement); other rows are pipelined, one
-statement each, in the same round trips. A task that succeeded and is run again (a lost
-executor, speculation) writes its rows again unless they carry a ``dedup_id``: then the
-second copy is suppressed for the dedup window (five minutes), as with ``send``.
+Spark's retry starts from a clean slate. A row fails its task where ``send`` or ``publish``
+would raise: not valid, too large, no such queue or exchange, or no room under a queue's
+``max_length`` (:class:`~pgq_django.exceptions.QueueFull`); a row is never dropped quietly.
+Consecutive rows with the same options go in one ``SEND`` of many bodies (``send_batch``'s
+statement, which sends all of them or, without room for all, none); other rows are
+pipelined, one statement each, in the same round trips. A task that succeeded and is run
+again (a lost executor, speculation) writes its rows again unless they carry a
+``dedup_id``: then the second copy is suppressed for the dedup window (five minutes), as
+with ``send`` (through an exchange, each routed queue's copy, as with ``publish``).
 """
 
 from __future__ import annotations
@@ -34,12 +40,13 @@ from ..exceptions import (
     InvalidMessage,
     MessageTooLarge,
     PgqError,
+    QueueFull,
     QueueNotFound,
 )
 from ..routing import routing_key
 from ..sql import spark as statements
 from ..sql.delivery import SEND_DEDUPLICATED
-from ..sql.exchanges import PUBLISH
+from ..sql.exchanges import PUBLISH, PUBLISH_DEDUPLICATED
 from ..sql.messages import SEND
 from ..sql.params import (
     publish_params,
@@ -54,7 +61,9 @@ from .queries import connect, run, run_each
 
 @dataclass
 class WriteReport(WriterCommitMessage):
-    """What one task wrote."""
+    """What one task wrote: its ``rows``, and the message ``ids`` their statements answered
+    (as ``send`` and ``publish`` return them: a repeated ``dedup_id`` answers the first
+    copy's id)."""
 
     rows: int
     ids: int
@@ -76,7 +85,7 @@ def _json_field(value: Any, what: str) -> Any:
 
 @dataclass(frozen=True)
 class _Op:
-    kind: str  # "send" | "dedup" | "publish"
+    kind: str  # "send" | "dedup" | "publish" | "publish_dedup"
     params: dict[str, Any]
     options_key: tuple[Any, ...]
     position: int
@@ -141,7 +150,9 @@ def _row_op(row: Any, opts: WriteOptions, position: int, max_size: int | None) -
         params = publish_params(
             opts.exchange, body, size=size, routing_key=key, channel=opts.channel, options=checked
         )
-        return _Op("publish", params, (), position)
+        # The manager's choice (ExchangeManager.publish_body): a dedup_id claims each copy.
+        kind = "publish" if checked["dedup_id"] is None else "publish_dedup"
+        return _Op(kind, params, (), position)
     queue = opts.queue
     assert queue is not None  # WriteOptions.parse takes exactly one of queue and exchange
     if checked["dedup_id"] is not None:
@@ -171,44 +182,80 @@ def _merge_sends(ops: Sequence[_Op]) -> list[_Op]:
 
 
 def _statement(kind: str) -> str:
-    """The statement of an op's kind: ``send`` (of many bodies), ``dedup`` or ``publish``."""
+    """The statement of an op's kind: ``send`` (of many bodies), ``dedup``, ``publish`` or
+    ``publish_dedup``."""
     if kind == "send":
         return SEND
     if kind == "dedup":
         return SEND_DEDUPLICATED
+    if kind == "publish_dedup":
+        return PUBLISH_DEDUPLICATED
     return PUBLISH
 
 
-def _check(op: _Op, row: Sequence[Any] | None, opts: WriteOptions) -> int:
-    """How many messages a statement inserted; raises when it found no queue/exchange."""
-    if row is None or row[0] is None:
+def _rows_named(op: _Op) -> str:
+    """ "Row 3" or, for a send of several rows' bodies, "Rows 3-7" (positions in the task)."""
+    count = len(op.params["bodies"]) if op.kind == "send" else 1
+    if count == 1:
+        return f"Row {op.position}"
+    return f"Rows {op.position}-{op.position + count - 1}"
+
+
+def _check(op: _Op, row: Any, opts: WriteOptions, max_length: int | None) -> int:
+    """How many message ids a statement answered (a named row); raises where ``send`` or
+    ``publish`` would: no queue or exchange, a matched queue too small, no room under a
+    queue's max_length. The caller's transaction then rolls back the task's every row."""
+    publishing = op.kind in ("publish", "publish_dedup")
+    if row is None or (row.exchange_id if publishing else row.found_queue_id) is None:
         if opts.exchange:
             raise ExchangeNotFound(f"Exchange {opts.exchange!r} does not exist.")
         raise QueueNotFound(f"Queue {opts.queue!r} does not exist.")
-    if op.kind == "publish" and row[2] is not None:
-        raise MessageTooLarge(
-            f"Row {op.position} of the task: the message is larger than queue {row[2]!r} "
-            f"bound to exchange {opts.exchange!r} accepts."
+    if publishing:
+        if row.queue_full is not None:
+            raise QueueFull(
+                f"{_rows_named(op)} of the task: queue {row.queue_full!r} bound to exchange "
+                f"{opts.exchange!r} holds its max_length messages; the task wrote nothing.",
+                queue=row.queue_full,
+            )
+        if row.too_large is not None:
+            raise MessageTooLarge(
+                f"{_rows_named(op)} of the task: the message is larger than queue "
+                f"{row.too_large!r} bound to exchange {opts.exchange!r} accepts.",
+                queue=row.too_large,
+            )
+        return len(row.msg_ids or [])
+    if row.queue_full:
+        count = len(op.params["bodies"]) if op.kind == "send" else 1
+        raise QueueFull(
+            f"{_rows_named(op)} of the task: queue {opts.queue!r} has no room for {count} "
+            f"more message{'s' if count != 1 else ''} under its max_length ({max_length}); "
+            "the task wrote nothing.",
+            queue=opts.queue,
+            max_length=max_length,
         )
     if op.kind == "dedup":
-        return 1 if row[2] else 0
-    return len(row[1] or [])
+        return 0 if row.msg_id is None else 1
+    return len(row.msg_ids or [])
 
 
-def _run(conn: psycopg.Connection[Any], ops: list[_Op], opts: WriteOptions) -> int:
-    """Run the ops in order, each maximal run of one statement pipelined (:func:`run_each`)."""
-    inserted = 0
+def _run(
+    conn: psycopg.Connection[Any], ops: list[_Op], opts: WriteOptions, max_length: int | None
+) -> int:
+    """Run the ops in order, each maximal run of one statement pipelined (:func:`run_each`);
+    the message ids answered (see :func:`_check`)."""
+    answered = 0
     start = 0
     while start < len(ops):
         end = start
         while end < len(ops) and ops[end].kind == ops[start].kind:
             end += 1
         same_kind = ops[start:end]
-        rows = run_each(conn, _statement(same_kind[0].kind), [op.params for op in same_kind])
+        statement = _statement(same_kind[0].kind)
+        rows = run_each(conn, statement, [op.params for op in same_kind], named=True)
         for op, row in zip(same_kind, rows, strict=True):
-            inserted += _check(op, row, opts)
+            answered += _check(op, row, opts, max_length)
         start = end
-    return inserted
+    return answered
 
 
 class QueueWriter(DataSourceWriter):
@@ -217,31 +264,33 @@ class QueueWriter(DataSourceWriter):
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
 
-    def _max_size(self, conn: psycopg.Connection[Any]) -> int | None:
+    def _limits(self, conn: psycopg.Connection[Any]) -> tuple[int | None, int | None]:
+        """The queue's max_message_size and max_length (None for an exchange: each routed
+        queue's own are checked by PUBLISH); raises when the queue or exchange is missing."""
         if not self.opts.queue:
             found = run(conn, statements.EXCHANGE_EXISTS, {"name": self.opts.exchange}).fetchone()
             if not (found and found[0]):
                 raise ExchangeNotFound(f"Exchange {self.opts.exchange!r} does not exist.")
-            return None
-        state = run(conn, QUEUE_STATE, queue_state_params(self.opts.queue)).fetchone()
+            return None, None
+        state = run(conn, QUEUE_STATE, queue_state_params(self.opts.queue), named=True).fetchone()
         if state is None:
             raise QueueNotFound(f"Queue {self.opts.queue!r} does not exist.")
-        return int(state[2])
+        return int(state.max_message_size), state.max_length
 
     def write(self, iterator: Iterator[Any]) -> WriteReport:
-        rows = inserted = 0
+        rows = answered = 0
         with connect(self.opts.dsn) as conn, conn.transaction():
-            max_size = self._max_size(conn)
+            max_size, max_length = self._limits(conn)
             batch: list[_Op] = []
             for row in iterator:
                 batch.append(_row_op(row, self.opts, rows, max_size))
                 rows += 1
                 if len(batch) >= self.opts.batch_rows:
-                    inserted += _run(conn, _merge_sends(batch), self.opts)
+                    answered += _run(conn, _merge_sends(batch), self.opts, max_length)
                     batch = []
             if batch:
-                inserted += _run(conn, _merge_sends(batch), self.opts)
-        return WriteReport(rows=rows, ids=inserted)
+                answered += _run(conn, _merge_sends(batch), self.opts, max_length)
+        return WriteReport(rows=rows, ids=answered)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Each task committed its own transaction; nothing is left to do."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import transaction
 
 import pgq_django as pgq
 from tests.spark_support import spark_session, sql_rows
@@ -112,6 +113,27 @@ def test_a_dataframe_written_to_an_exchange_is_routed_like_publish(
     assert sorted(r[0] for r in _rows(audit.name)) == ['{"id": 1}', '{"id": 2}']
 
 
+def test_writing_to_an_exchange_again_with_a_dedup_column_adds_no_copies(
+    spark: Any, make_queue: Any
+) -> None:
+    """A retried write through an exchange deduplicates each queue's copy, as publish() does."""
+    first, second = make_queue(), make_queue()
+    pgq.create_exchange("x_spark_dedup", "fanout")
+    pgq.bind_queue(first, "x_spark_dedup")
+    pgq.bind_queue(second, "x_spark_dedup")
+    frame = spark.createDataFrame(
+        [(json.dumps({"n": i}), f"event-{i}") for i in range(10)], "body string, dedup_id string"
+    ).repartition(3)
+    for _ in range(2):  # a retried job (or task) after the first one committed
+        frame.write.format("pgq").mode("append").option("exchange", "x_spark_dedup").save()
+    for q in (first, second):
+        assert sorted(json.loads(r[0])["n"] for r in _rows(q.name)) == list(range(10))
+        assert _sent(q.name) == 10
+    # The claims are publish()'s own: the API's repeat within the window adds nothing either.
+    ids = pgq.publish("x_spark_dedup", {"n": 0}, dedup_id="event-0")
+    assert len(ids) == 2 and len(_rows(first.name)) == len(_rows(second.name)) == 10
+
+
 def test_writing_again_with_a_dedup_column_sends_nothing_twice(spark: Any, make_queue: Any) -> None:
     q = make_queue()
     frame = spark.createDataFrame(
@@ -134,6 +156,52 @@ def test_a_bad_row_fails_its_task_and_the_task_writes_nothing(spark: Any, make_q
 
     assert "Row 2 of the task" in (pgq_error_in(failed.value) or "")
     assert _rows(q.name) == [] and _sent(q.name) == 0
+
+
+def _write_into_a_full_queue(spark: Any, make_queue: Any, how: str) -> tuple[Any, str, str]:
+    """A queue with max_length 2 holding one message, and a three-row write into it that
+    fails: the queue, the PgqError's message and the whole error's text."""
+    from pgq_django.spark.runtime import pgq_error_in
+
+    q = make_queue(max_length=2)
+    with transaction.atomic():  # counted by its own statement, not by the process's sums
+        pgq.send(q.name, {"before": True})
+    rows = [(json.dumps({"n": i}), f"full-{how}-{i}") for i in range(3)]
+    frame = spark.createDataFrame(rows, "body string, dedup_id string").coalesce(1)
+    if "dedup" not in how:
+        frame = frame.drop("dedup_id")
+    writer = frame.write.format("pgq").mode("append")
+    if how.startswith("exchange"):
+        exchange = f"x_full_{q.name}"
+        pgq.create_exchange(exchange, "fanout")
+        pgq.bind_queue(q, exchange)
+        writer = writer.option("exchange", exchange)
+    else:
+        writer = writer.option("queue", q.name)
+    with pytest.raises(Exception, match="max_length") as failed:
+        writer.save()
+    return q, pgq_error_in(failed.value) or "", str(failed.value)
+
+
+@pytest.mark.parametrize("how", ["send", "dedup", "exchange", "exchange-dedup"])
+def test_a_full_queue_fails_the_task_and_the_task_writes_nothing(
+    spark: Any, make_queue: Any, how: str
+) -> None:
+    """Rows that find no room under max_length fail their task with QueueFull, as send()
+    raises it: nothing is dropped silently, and the task's transaction rolls back."""
+    q, error, text = _write_into_a_full_queue(spark, make_queue, how)
+    assert "pgq_django.exceptions.QueueFull" in text
+    assert repr(q.name) in error and "max_length" in error
+    assert [r[0] for r in _rows(q.name)] == ['{"before": true}'] and _sent(q.name) == 1
+    if how == "dedup":
+        # The failed task's dedup claims rolled back with its rows: once there is room,
+        # the same ids send (a claim that survived would suppress them).
+        pgq.purge_queue(q.name)
+        spark.createDataFrame(
+            [(json.dumps({"n": i}), f"full-dedup-{i}") for i in range(2)],
+            "body string, dedup_id string",
+        ).coalesce(1).write.format("pgq").mode("append").option("queue", q.name).save()
+        assert [json.loads(r[0])["n"] for r in _rows(q.name)] == [0, 1]
 
 
 def test_a_row_cannot_forge_the_server_headers(spark: Any, make_queue: Any) -> None:
