@@ -100,7 +100,7 @@ def connect(*, autocommit: bool = True) -> psycopg.Connection[Any]:
     Hand-written contenders use this: no Django, server-side parameter binding and automatic
     prepared statements after a few executions, as a psycopg user gets them out of the box.
     """
-    from pgq_django.notify import connection_params
+    from pgq_django.store.notify import connection_params
 
     return psycopg.connect(**connection_params(), autocommit=autocommit)
 
@@ -114,7 +114,7 @@ def close_django_connections() -> None:
     """Close Django's connections (before forking: a child must not share its parent's)."""
     from django.db import connections
 
-    from pgq_django.notify import close_all
+    from pgq_django.store.notify import close_all
 
     connections.close_all()
     close_all()

@@ -4,7 +4,7 @@ Three contenders do the same work on one database, interleaved round by round:
 
 - ``pgq_django``: the public API (``pgq.send``, ``pgq.send_batch``, ``pgq.read``,
   ``pgq.delete``) through Django's connection.
-- ``hand SQL``: the statements of pgq_django/sql/messages.py (SEND, READ, DELETE) rewritten by
+- ``hand SQL``: the statements of pgq_django/store/sql/messages.py (SEND, READ, DELETE) rewritten by
   hand and run with plain psycopg, as a team without Django would: same tables, same work
   (queue lookup by name, counters, NOTIFY), no ORM, no validation, tuples instead of models.
   The ratio to it is what pgq_django's Python layer costs.
@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from pgq_django.sql.fragments import next_msg_id
+from pgq_django.store.sql.fragments import next_msg_id
 
 from . import common
 

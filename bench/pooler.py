@@ -226,7 +226,7 @@ def measure(case: Case, name: str, n: int) -> float:
     PgBouncer (``prepared statement "_pg3_0" already exists``).
     """
     import pgq_django as pgq
-    from pgq_django import tallies, wakeups
+    from pgq_django.store import tallies, wakeups
 
     queue = queue_for(name)
     if case.kind == "worker":

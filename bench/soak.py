@@ -109,7 +109,7 @@ def setup(args: argparse.Namespace) -> None:
 
 
 def _params() -> dict[str, Any]:
-    from pgq_django.notify import connection_params
+    from pgq_django.store.notify import connection_params
 
     return dict(connection_params())
 
@@ -309,7 +309,7 @@ def _wait_for(condition: Any, shared: Shared, procs: list[Any], tick: Any) -> bo
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from django.db import connections
 
-    from pgq_django.notify import close_all
+    from pgq_django.store.notify import close_all
 
     setup(args)
     conn = psycopg.connect(**_params(), autocommit=True)

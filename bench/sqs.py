@@ -85,7 +85,7 @@ def _start_server(secret_key: str, app: str, **extra: str) -> LiveServer:
     """uvicorn serving ``app`` on a loopback port, on the benchmark's database."""
     from psycopg.conninfo import make_conninfo
 
-    from pgq_django.notify import connection_params
+    from pgq_django.store.notify import connection_params
     from pgq_django.testing import start_asgi_server
 
     params = {k: v for k, v in connection_params().items() if v is not None}

@@ -34,7 +34,7 @@ PROCESSES = (1, 4)
 def _conninfo() -> str:
     import psycopg
 
-    from pgq_django.notify import connection_params
+    from pgq_django.store.notify import connection_params
 
     return psycopg.conninfo.make_conninfo(**connection_params())
 
@@ -121,7 +121,7 @@ async def _pgqueuer_asyncpg_driver() -> Any:
     import asyncpg
     from pgqueuer.adapters.drivers.asyncpg import AsyncpgDriver
 
-    from pgq_django.notify import connection_params
+    from pgq_django.store.notify import connection_params
 
     params = connection_params()
     conn = await asyncpg.connect(

@@ -4,7 +4,7 @@ REST views, the SQS endpoint and the admin all ask :func:`may` (or :func:`requir
 raises) before they call the functional API; the functional API itself trusts its caller, as
 Django's ORM does. The rule is stated as a queryset filter (:func:`queues_for`,
 :func:`exchanges_for`) for listings, and as named statements
-(:mod:`pgq_django.sql.access`) for the per-request question :func:`may` answers, which runs
+(:mod:`pgq_django.store.sql.access`) for the per-request question :func:`may` answers, which runs
 on every REST and SQS call; the tests hold the statements' answers to the querysets' on
 every kind of user, so "which queues may this user see" and "may this user read this queue"
 cannot disagree.
@@ -106,7 +106,7 @@ def may(user: Any, right: str, target: Queue | Exchange | str) -> bool:
 
     The query is the rule of :func:`queues_for` / :func:`exchanges_for` for one target, as
     a prepared statement (``QUEUE_RIGHT`` / ``EXCHANGE_RIGHT`` of
-    :mod:`pgq_django.sql.access`): building and compiling the queryset would cost several
+    :mod:`pgq_django.store.sql.access`): building and compiling the queryset would cost several
     times the query itself on every REST and SQS request.
     """
     is_exchange = isinstance(target, Exchange) or (isinstance(target, str) and right == "publish")

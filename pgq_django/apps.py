@@ -13,6 +13,6 @@ class PgqConfig(AppConfig):
         from django.db.models.signals import post_migrate
 
         from . import checks  # noqa: F401  (registers the system checks)
-        from .server_functions import on_post_migrate
+        from .store.server_functions import on_post_migrate
 
         post_migrate.connect(on_post_migrate, sender=self)

@@ -30,7 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "PREPARED_STATEMENTS": True,
     # With PREPARED_STATEMENTS off, run the hot statements through server-side functions
     # that migrate makes (their plans are kept per server session): see
-    # pgq_django/server_functions.py and docs/howto/pgbouncer.md.
+    # pgq_django/store/server_functions.py and docs/howto/pgbouncer.md.
     "SERVER_FUNCTIONS": True,
     # Byte budgets (see docs/reference/settings.md): a read or pop returns at most
     # READ_MAX_BYTES // the queue's max_message_size messages (and never more than qty); a
@@ -61,7 +61,7 @@ DEFAULTS: dict[str, Any] = {
     # (docs/howto/pgbouncer.md).
     "LISTEN_CONNECTION": None,
     # A process notifies a queue at most once per this many seconds from autocommit sends;
-    # the sends in between get one trailing wake-up after it (pgq_django.wakeups). 0: every
+    # the sends in between get one trailing wake-up after it (pgq_django.store.wakeups). 0: every
     # send notifies.
     "NOTIFY_INTERVAL": 0.01,
     # Width of one msg_id range partition of the message and archive tables.

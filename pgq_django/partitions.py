@@ -57,12 +57,12 @@ import psycopg
 from django.db import IntegrityError, OperationalError, transaction
 from psycopg import sql
 
-from . import db
 from .conf import settings
 from .exceptions import InvalidArgument
 from .models import Queue, SparkExport
-from .sql import partitions as statements
-from .sql.fragments import (
+from .store import db
+from .store.sql import partitions as statements
+from .store.sql.fragments import (
     LAST_MSG_ID,
     MSG_ID_SEQUENCE,
     TRANSIENT_FIRST_ID,
@@ -107,7 +107,7 @@ def space_of(msg_id: int) -> IdSpace:
     return TRANSIENT if msg_id >= TRANSIENT_FIRST_ID else DURABLE
 
 
-# The statements run through the one runner (pgq_django.db) on the queue database, never
+# The statements run through the one runner (pgq_django.store.db) on the queue database, never
 # prepared: their texts vary with the identifiers filled in, and upkeep runs rarely.
 
 
@@ -693,7 +693,7 @@ def _upkeep_lock() -> Iterator[bool]:
     with it, which releases the lock. The steps run on Django's connection meanwhile, each
     in transactions of their own.
     """
-    from .notify import connection_params
+    from .store.notify import connection_params
 
     with psycopg.connect(**connection_params(), prepare_threshold=None) as conn:
         try:

@@ -1,6 +1,6 @@
 """Exchange routing: which bound queues receive a published message, decided in SQL.
 
-The statement is :data:`pgq_django.sql.exchanges.PUBLISH`; this module holds the rules it
+The statement is :data:`pgq_django.store.sql.exchanges.PUBLISH`; this module holds the rules it
 implements and the Python side of them: topic patterns compiled to regular expressions,
 and checks of routing keys and binding filters.
 
@@ -29,7 +29,7 @@ import math
 from typing import Any
 
 from .exceptions import InvalidArgument
-from .sql.params import topic_subject as topic_subject  # the publish statement's parameter
+from .store.sql.params import topic_subject as topic_subject  # the publish statement's parameter
 from .validation import is_utf8
 
 MAX_ROUTING_KEY = 255

@@ -1,7 +1,7 @@
 """One start/stop base for every background duty pgq_django runs (River's ``BaseStartStop``).
 
 The worker's lease extender, notifier listener and leader, and the store's per-process
-duties (the counter flusher of :mod:`pgq_django.tallies`), each run on a thread of their
+duties (the counter flusher of :mod:`pgq_django.store.tallies`), each run on a thread of their
 own. :class:`Service` gives them the same life cycle, so each can be started, stopped and
 tested alone, and their owners compose them without knowing how any of them loops:
 
@@ -27,6 +27,7 @@ done inline by the statement that made it (docs/operations.md, "Threads in a web
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import threading
@@ -135,6 +136,15 @@ class ProcessService(Service[C]):
         self.pid = os.getpid()
         _REGISTRY.append(self)
 
+    def start(self) -> None:
+        _hook_exit()
+        super().start()
+
+    def retire(self) -> None:
+        """Leave the registry (a service replaced by a new one: nothing left to do at exit)."""
+        with contextlib.suppress(ValueError):
+            _REGISTRY.remove(self)
+
     def ensure_started(self) -> None:
         """Start the thread unless it runs; a thread that has just decided to end (idle) is
         waited for first, so work handed over meanwhile is never left without a thread."""
@@ -175,10 +185,22 @@ def stop_process_services() -> None:
 
 
 def _after_fork_in_child() -> None:
-    for service in _REGISTRY:
+    for service in list(_REGISTRY):
         service.after_fork()
+
+
+_exit_hooked = False
+
+
+def _hook_exit() -> None:
+    """Stop the process services at exit, registered when the first one starts: after the
+    project's settings (an embedded PostgreSQL attached there stops at exit too, and exit
+    hooks run last-registered first, so ours run while its server is still up)."""
+    global _exit_hooked
+    if not _exit_hooked:
+        _exit_hooked = True
+        atexit.register(stop_process_services)
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-atexit.register(stop_process_services)

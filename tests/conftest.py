@@ -107,8 +107,8 @@ if os.environ.get("DIRECT_DATABASE_URL"):
 def _close_listeners(django_db_blocker: Any) -> Iterator[None]:
     """LISTEN connections are cached per thread; close them so test databases can be dropped."""
     yield
-    from pgq_django import tallies
-    from pgq_django.notify import close_all
+    from pgq_django.store import tallies
+    from pgq_django.store.notify import close_all
 
     close_all()
     # Counts of this test's autocommit sends and acks go to this test's database, not to
@@ -238,7 +238,7 @@ def statements_run() -> Iterator[list[str]]:
     recorded as the statement it runs."""
     from django.db import connection
 
-    from pgq_django.server_functions import statement_run_by
+    from pgq_django.store.server_functions import statement_run_by
 
     seen: list[str] = []
 
@@ -427,7 +427,7 @@ def generic_plan(statement: str, params: dict[str, Any]) -> dict[str, Any]:
     """EXPLAIN ANALYZE of the statement prepared with a generic plan (rolled back after)."""
     from django.db import connection
 
-    from pgq_django.server_functions import Placeholders
+    from pgq_django.store.server_functions import Placeholders
 
     placeholders = Placeholders(statement)  # numbered as psycopg binds them
     text = placeholders.body

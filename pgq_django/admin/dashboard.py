@@ -21,9 +21,9 @@ from django.db.models import Sum
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
-from .. import tallies
 from ..conf import settings
 from ..models import QueueCounter
+from ..store import tallies
 
 THROUGHPUT_KINDS = ("sent", "acked", "dead")
 # Counter kinds that bring a message into a queue, and those that take one out of it.

@@ -1,7 +1,7 @@
 """Cancellation, completion tracking, redrive and queue callbacks.
 
 These sit beside :mod:`.messages`: each validates its arguments, calls one delivery method of
-``Message.objects`` (:mod:`pgq_django.managers.delivery`), and turns "no such queue" into
+``Message.objects`` (:mod:`pgq_django.store.managers.delivery`), and turns "no such queue" into
 QueueNotFound.
 """
 

@@ -153,7 +153,7 @@ async def aread_with_poll(
 ) -> list[Message]:
     """Async twin of :func:`read_with_poll` that waits on the event loop, not in a thread.
 
-    The wait shares the process's one LISTEN connection (:mod:`pgq_django.notify`), so any
+    The wait shares the process's one LISTEN connection (:mod:`pgq_django.store.notify`), so any
     number of concurrent waiters costs one database backend while they wait.
     """
     name, wait, interval = _poll_window(queue, max_poll_seconds, poll_interval_ms)

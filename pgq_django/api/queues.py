@@ -252,7 +252,7 @@ def _set_flag(name: Any, **flag: bool) -> Queue:
     for key, value in flag.items():
         setattr(queue, key, value)
     if not flag.get("paused", True):
-        from ..notify import notify_queue
+        from ..store.notify import notify_queue
 
         notify_queue(queue.name)
     return queue

@@ -37,8 +37,8 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.db import InterfaceError, OperationalError, ProgrammingError, connections
 
-from ..db import django_connection
 from ..exceptions import ConnectionLost, NotMigrated
+from ..store.db import django_connection
 
 logger = logging.getLogger("pgq_django")
 

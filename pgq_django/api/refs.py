@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from .. import validation as v
 from ..exceptions import MessageTooLarge, PgqError, QueueFull, QueueNotFound, QueuePaused
-from ..managers import MessageManager
 from ..models import Message, Receipt
 from ..receipts import not_a_message_reference
+from ..store.managers import MessageManager
 from ..types import MessageRef, MessageRefs
 
 #: A message as the statements take it: (msg_id, read_ct of the lease, or None for any).
@@ -24,7 +24,7 @@ def message_manager() -> MessageManager:
     """The Message manager on the queue database (``PGQ["DATABASE"]``).
 
     ``Message.objects`` itself: its statement methods already run on ``PGQ["DATABASE"]``
-    unless bound elsewhere (:class:`~pgq_django.managers.base.SqlManager`), so no per-call
+    unless bound elsewhere (:class:`~pgq_django.store.managers.base.SqlManager`), so no per-call
     ``db_manager()`` copy is needed on the hot path.
     """
     return Message.objects

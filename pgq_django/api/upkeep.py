@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from ..conf import settings
 from ..models import ArchivedMessage, Message
 from ..partitions import export_covered_until
-from ..sql.delivery import DROPPED_QUEUE_MEMORY_SECONDS
+from ..store.sql.delivery import DROPPED_QUEUE_MEMORY_SECONDS
 
 
 def dead_letter_expired_leases(*, limit: int = 1000) -> int:

@@ -5,7 +5,7 @@ SQS endpoint's ReceiveMessage ``WaitTimeSeconds`` all wait through :class:`Messa
 wait owns four things, so that no transport has to know how any of them works:
 
 - **The wake-up interest.** It registers with the process's LISTEN hub
-  (:mod:`pgq_django.notify`) before its first lease, so a send committed after that lease
+  (:mod:`pgq_django.store.notify`) before its first lease, so a send committed after that lease
   wakes it; the hub's one connection serves every waiter of the process. Waits made with a
   ``group`` (the REST long-polls of a queue) are woken one per notification, a member of the
   right ``label`` first; the group's head alone re-checks on the poll interval and, when its
@@ -40,9 +40,9 @@ from typing import Any, Generic, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections
 
-from .. import notify
 from ..conf import settings
 from ..models import Message
+from ..store import notify
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 
 An exchange owns no messages. Publishing routes the message through the exchange's bindings
 and inserts one copy per matched queue in a single statement
-(:data:`pgq_django.sql.exchanges.PUBLISH`, run by ``Exchange.objects.publish_body``).
+(:data:`pgq_django.store.sql.exchanges.PUBLISH`, run by ``Exchange.objects.publish_body``).
 The foreign keys of a binding to its exchange and queue are enforced by the database with
 ``ON DELETE CASCADE`` (added in migration 0002), so dropping a queue unbinds it however the
 queue is deleted — ORM, admin or raw SQL — and Django is told not to emulate them.
@@ -16,8 +16,8 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
-from ..managers import ExchangeManager
 from ..routing import topic_regex
+from ..store.managers import ExchangeManager
 from .queues import QUEUE_NAME_PATTERN, Queue
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from ..sql.fragments import MSG_ID_SEQUENCE
+from ..store.sql.fragments import MSG_ID_SEQUENCE
 
 __all__ = ["MSG_ID_SEQUENCE", "NextMessageId"]
 

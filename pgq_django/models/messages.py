@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from django.db import models
 
-from ..managers import ArchivedMessageManager, MessageManager
 from ..receipts import Receipt
+from ..store.managers import ArchivedMessageManager, MessageManager
 from .fields import NextMessageId
 from .queues import Queue
 

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
-from ..managers import QueueManager
+from ..store.managers import QueueManager
 
 QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$"
 
@@ -101,7 +101,7 @@ class DroppedQueue(models.Model):
     share-locks the queue row on every send; migration 0011 says why). A drop deletes the
     queue's rows in its own transaction, but a statement that found the queue before the drop
     committed can still commit a row after it. Upkeep deletes such rows by these ids
-    (:meth:`~pgq_django.managers.delivery.DeliveryMethods.sweep_dropped_queues`); nothing
+    (:meth:`~pgq_django.store.managers.delivery.DeliveryMethods.sweep_dropped_queues`); nothing
     reads them meanwhile, since every statement finds its queue by name.
     """
 

@@ -2,12 +2,12 @@
 
 Spark executors (and the driver-side Python workers that plan a read) run without Django:
 they connect with psycopg to the libpq conninfo the data source was given, and run the
-statements of :mod:`pgq_django.sql` there: what the pipeline adds
-(:mod:`pgq_django.sql.spark`: partition spans, id-range reads, the archive stream's
+statements of :mod:`pgq_django.store.sql` there: what the pipeline adds
+(:mod:`pgq_django.store.sql.spark`: partition spans, id-range reads, the archive stream's
 watermark) and, for sending, publishing, leasing and acknowledging, the very statements the
-managers run, with parameters from the same builders (:mod:`pgq_django.sql.params`).
+managers run, with parameters from the same builders (:mod:`pgq_django.store.sql.params`).
 
-This module is the pipeline's counterpart of :mod:`pgq_django.db`: the rest of
+This module is the pipeline's counterpart of :mod:`pgq_django.store.db`: the rest of
 :mod:`pgq_django.spark` runs statements only through :func:`run` (one statement),
 :func:`run_each` (one statement per parameter set, pipelined) and :func:`stream_range` (a
 server-side cursor), and holds no SQL text of its own.
@@ -23,8 +23,8 @@ import psycopg
 from psycopg.rows import namedtuple_row, tuple_row
 from psycopg.sql import SQL, Composed, Identifier
 
-from ..sql import spark as sql
-from ..sql.spark import COLUMNS
+from ..store.sql import spark as sql
+from ..store.sql.spark import COLUMNS
 
 MESSAGE_TABLE = "pgq_message"
 ARCHIVE_TABLE = "pgq_archived_message"

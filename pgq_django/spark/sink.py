@@ -2,14 +2,15 @@
 
 Executors have no Django, so a task does not call :func:`pgq_django.send_batch`; it checks
 each row with the same checks (:func:`pgq_django.validation.send_options` and
-:func:`~pgq_django.validation.body`) and runs the same statements the functional API
-runs (:data:`pgq_django.sql.messages.SEND`, :data:`pgq_django.sql.delivery.SEND_DEDUPLICATED`,
-:data:`pgq_django.sql.exchanges.PUBLISH`, and with a ``dedup_id``
-:data:`pgq_django.sql.exchanges.PUBLISH_DEDUPLICATED`, chosen as the managers choose), with
-parameters from the managers' own builders (:mod:`pgq_django.sql.params`), over psycopg
-(:mod:`.queries`), so a row written by Spark is the row ``send`` or ``publish`` would have
-written: same defaults, counters, dedup claims and wake-ups. Configuring Django in
-every executor instead would need the project's settings and code on each worker machine,
+:func:`~pgq_django.validation.body`) and runs the same statements the functional API runs
+(:data:`pgq_django.store.sql.messages.SEND`,
+:data:`pgq_django.store.sql.delivery.SEND_DEDUPLICATED`,
+:data:`pgq_django.store.sql.exchanges.PUBLISH`, and with a ``dedup_id``
+:data:`pgq_django.store.sql.exchanges.PUBLISH_DEDUPLICATED`, chosen as the managers choose),
+with parameters from the managers' own builders (:mod:`pgq_django.store.sql.params`), over
+psycopg (:mod:`.queries`), so a row written by Spark is the row ``send`` or ``publish``
+would have written: same defaults, counters, dedup claims and wake-ups. Configuring Django
+in every executor instead would need the project's settings and code on each worker machine,
 and Django's connection handling per Python worker, for no different result.
 
 Each task writes its rows in one transaction: a failing task leaves nothing behind, and
@@ -44,17 +45,17 @@ from ..exceptions import (
     QueueNotFound,
 )
 from ..routing import routing_key
-from ..sql import spark as statements
-from ..sql.delivery import SEND_DEDUPLICATED
-from ..sql.exchanges import PUBLISH, PUBLISH_DEDUPLICATED
-from ..sql.messages import SEND
-from ..sql.params import (
+from ..store.sql import spark as statements
+from ..store.sql.delivery import SEND_DEDUPLICATED
+from ..store.sql.exchanges import PUBLISH, PUBLISH_DEDUPLICATED
+from ..store.sql.messages import SEND
+from ..store.sql.params import (
     publish_params,
     queue_state_params,
     send_deduplicated_params,
     send_params,
 )
-from ..sql.queues import QUEUE_STATE
+from ..store.sql.queues import QUEUE_STATE
 from .options import WriteOptions
 from .queries import connect, run, run_each
 

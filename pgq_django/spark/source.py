@@ -35,11 +35,11 @@ from pyspark.sql.types import StructType
 
 from ..conf import DEFAULTS
 from ..exceptions import QueueNotFound
-from ..sql import spark as statements
-from ..sql.fragments import MESSAGE_COLUMNS, TRANSIENT_FIRST_ID
-from ..sql.messages import DELETE, READ
-from ..sql.params import delete_params, queue_state_params, read_params, receipt_params
-from ..sql.queues import QUEUE_STATE
+from ..store.sql import spark as statements
+from ..store.sql.fragments import MESSAGE_COLUMNS, TRANSIENT_FIRST_ID
+from ..store.sql.messages import DELETE, READ
+from ..store.sql.params import delete_params, queue_state_params, read_params, receipt_params
+from ..store.sql.queues import QUEUE_STATE
 from .options import ArchiveStreamOptions, ConsumeOptions, ReadOptions, WriteOptions
 from .queries import (
     ARCHIVE_TABLE,

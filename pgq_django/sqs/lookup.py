@@ -4,7 +4,7 @@ Send, receive, delete and change-visibility requests need the queue's row (its F
 size limit, redrive policy), the caller's right on it and, for a caller authenticated from a
 remembered key (:mod:`.auth`), proof that the key is still live. :func:`prefetch` gets all
 three in one query: the named statement ``QUEUE_FOR_CALLER`` of
-:mod:`pgq_django.sql.access`, run by ``Queue.objects.for_caller`` — the rule of
+:mod:`pgq_django.store.sql.access`, run by ``Queue.objects.for_caller`` — the rule of
 :func:`pgq_django.access.queues_for` and the key check of :func:`.auth.still_valid`, as one
 prepared statement (building and compiling the same question as a queryset cost Django
 more CPU than PostgreSQL spends answering it).

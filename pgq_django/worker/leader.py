@@ -5,8 +5,8 @@ connection. A follower that misses it ends its transaction at once; the holder k
 transaction open while it leads and runs the maintenance duties (on Django's connection, not
 this one). When its process dies the connection closes, the transaction ends, the lock is
 released, and another worker takes over within a tick. The lock lives as long as that
-transaction, so its statements (:mod:`pgq_django.sql.leader`) run on it directly rather than
-through :mod:`pgq_django.db`.
+transaction, so its statements (:mod:`pgq_django.store.sql.leader`) run on it directly rather than
+through :mod:`pgq_django.store.db`.
 
 A transaction-scoped lock, not a session one, so that election works behind a
 transaction-mode pooler (PgBouncer): the pooler keeps one server connection for a client for
@@ -27,7 +27,7 @@ from typing import Any
 import psycopg
 
 from ..services import Service, ServiceConfig
-from ..sql import leader as sql
+from ..store.sql import leader as sql
 from . import maintenance
 
 logger = logging.getLogger("pgq_django.worker")
@@ -67,7 +67,7 @@ class Leader(Service[LeaderConfig]):
         return self._conn
 
     def try_elect(self) -> bool:
-        from ..notify import connection_params
+        from ..store.notify import connection_params
 
         if self._conn is None or self._conn.closed:
             params = connection_params(self.alias)

@@ -65,7 +65,7 @@ class Notifier(Service[NotifierConfig]):
         self.ready = threading.Event()
 
     def run(self) -> None:
-        from ..notify import Listener
+        from ..store.notify import Listener
 
         listener = None
         try:

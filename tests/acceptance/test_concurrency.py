@@ -8,7 +8,7 @@ import time
 import pytest
 
 import pgq_django as pgq
-from pgq_django import notify
+from pgq_django.store import notify
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

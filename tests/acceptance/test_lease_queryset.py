@@ -15,7 +15,7 @@ from django.utils import timezone
 
 import pgq_django as pgq
 from pgq_django.models import Message
-from pgq_django.notify import connection_params
+from pgq_django.store.notify import connection_params
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -24,8 +24,9 @@ from psycopg.conninfo import make_conninfo
 
 import pgq_django as pgq
 from bench.pgbouncer import PgBouncer
-from pgq_django import notify, partitions
-from pgq_django.sql import partitions as partition_sql
+from pgq_django import partitions
+from pgq_django.store import notify
+from pgq_django.store.sql import partitions as partition_sql
 from pgq_django.worker import maintenance
 from pgq_django.worker.leader import Leader, LeaderConfig
 from pgq_django.worker.loop import Worker

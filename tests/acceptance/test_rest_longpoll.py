@@ -105,7 +105,7 @@ def test_a_long_poll_that_finds_a_message_at_once_or_never_answers_like_a_plain_
     assert [m["body"] for m in got.json()["data"]] == ["ready"]
     empty = admin_api.get("/v1/queues/q_lp_now/messages?wait_seconds=0.2&label=none")
     assert empty.status_code == 200 and empty.json() == {"data": [], "limit": 10}
-    from pgq_django import notify
+    from pgq_django.store import notify
 
     assert notify.hub().waiters() == 0  # (this process's hub; the server's is checked below)
     assert admin_api.get("/_test/waiters").json() == {"waiters": 0}

@@ -166,7 +166,7 @@ def test_metrics_are_for_staff_or_the_bearer_token(admin_api, q, make_user, clie
     assert text.headers["Content-Type"].startswith("text/plain")
     assert f'pgq_queue_length{{queue="{q}"}} 3.0' in text.text
     # This process writes the count of its autocommit send within a second
-    # (pgq_django.tallies); the server's scrape then shows exactly the three messages.
+    # (pgq_django.store.tallies); the server's scrape then shows exactly the three messages.
     sent = f'pgq_messages_sent_total{{queue="{q}"}} 3.0'
     wait_until(lambda: sent in admin_api.get("/metrics").text, what="the sent counter")
     plain = client_for(make_user())

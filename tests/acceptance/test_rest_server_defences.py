@@ -20,7 +20,7 @@ from rest_framework.authtoken.models import Token
 
 import pgq_django as pgq
 from pgq_django.models import AccessKey
-from pgq_django.notify import connection_params
+from pgq_django.store.notify import connection_params
 from tests.conftest import wait_until
 from tests.http_server import (
     PASSWORD,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import pgq_django as pgq
-from pgq_django.sql.fragments import TRANSIENT_FIRST_ID
+from pgq_django.store.sql.fragments import TRANSIENT_FIRST_ID
 from tests.conftest import ROOT, Child, subprocess_env
 from tests.spark_support import spark_session, sql_rows
 

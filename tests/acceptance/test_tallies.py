@@ -1,4 +1,4 @@
-"""Counters of autocommit sends and acks, summed per process (pgq_django.tallies)."""
+"""Counters of autocommit sends and acks, summed per process (pgq_django.store.tallies)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from django.db import connections, transaction
 from django.db.models import Sum
 
 import pgq_django as pgq
-from pgq_django import tallies
 from pgq_django.models import QueueCounter
+from pgq_django.store import tallies
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,7 +66,7 @@ def test_counts_made_in_a_database_the_alias_no_longer_names_are_dropped(make_qu
     name = settings_dict["NAME"]
     settings_dict["NAME"] = f"{name}_first_name"
     try:
-        with caplog.at_level("DEBUG", logger="pgq_django.tallies"):
+        with caplog.at_level("DEBUG", logger="pgq_django.store.tallies"):
             tallies.flush()
     finally:
         settings_dict["NAME"] = name

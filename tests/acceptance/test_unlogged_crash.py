@@ -14,7 +14,7 @@ import pytest
 
 import pgq_django as pgq
 from pgq_django.models import ArchivedMessage, Message
-from pgq_django.sql.fragments import TRANSIENT_FIRST_ID
+from pgq_django.store.sql.fragments import TRANSIENT_FIRST_ID
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

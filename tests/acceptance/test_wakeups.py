@@ -1,4 +1,4 @@
-"""Throttled wake-ups (pgq_django.wakeups): fewer notifications, and never a lost one."""
+"""Throttled wake-ups (pgq_django.store.wakeups): fewer notifications, and never a lost one."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.db import connections
 from django.test import override_settings
 
 import pgq_django as pgq
-from pgq_django import notify, wakeups
+from pgq_django.store import notify, wakeups
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -22,7 +22,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 import pgq_django as pgq
-from pgq_django.sql import messages as message_sql
+from pgq_django.store.sql import messages as message_sql
 from pgq_django.worker import registry
 from pgq_django.worker.loop import Worker
 from tests.conftest import statements_run, wait_for_workers, wait_until

@@ -1,7 +1,7 @@
 """access.may answers with named statements exactly what the ORM rule answers.
 
 :func:`pgq_django.access.may` runs ``QUEUE_RIGHT`` / ``EXCHANGE_RIGHT``
-(:mod:`pgq_django.sql.access`); :func:`pgq_django.access.queues_for` and
+(:mod:`pgq_django.store.sql.access`); :func:`pgq_django.access.queues_for` and
 :func:`pgq_django.access.exchanges_for` state the same rule as querysets, for listings.
 These tests ask both on every kind of user, right and target, and compare.
 """

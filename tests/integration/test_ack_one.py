@@ -15,9 +15,9 @@ from django.db import transaction
 from django.db.models import Sum
 
 import pgq_django as pgq
-from pgq_django import tallies
 from pgq_django.models import ArchivedMessage, Message, QueueCounter
-from pgq_django.sql import messages
+from pgq_django.store import tallies
+from pgq_django.store.sql import messages
 from tests.conftest import statements_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,7 @@ from django.db import connection
 import pgq_django as pgq
 from pgq_django.api import upkeep
 from pgq_django.models import ArchivedMessage, Message
-from pgq_django.sql.delivery import DEDUP_WINDOW_SECONDS
+from pgq_django.store.sql.delivery import DEDUP_WINDOW_SECONDS
 
 
 def _age_dedup_claims(seconds: int) -> None:

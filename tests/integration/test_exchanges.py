@@ -381,7 +381,7 @@ def test_publish_is_one_round_trip(db, exchange_of, make_queue, django_assert_nu
 
 
 def test_a_committed_publish_wakes_listeners_of_each_routed_queue(transactional_db):
-    from pgq_django.notify import Listener
+    from pgq_django.store.notify import Listener
 
     x = pgq.create_exchange(_name(), "direct")
     a, b, c = (pgq.create_queue(_name("q")) for _ in range(3))

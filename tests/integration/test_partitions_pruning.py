@@ -16,7 +16,7 @@ from django.test import override_settings
 
 import pgq_django as pgq
 from pgq_django import partitions
-from pgq_django.sql import delivery, messages
+from pgq_django.store.sql import delivery, messages
 from tests.conftest import (
     custom_plan,
     generic_plan,

@@ -21,7 +21,7 @@ from django.test import override_settings
 import pgq_django as pgq
 from pgq_django import partitions
 from pgq_django.models import ArchivedMessage, Message
-from pgq_django.sql import partitions as partition_sql
+from pgq_django.store.sql import partitions as partition_sql
 from tests.conftest import _conninfo, sequence_kept, set_sequence, top_of_ranges
 
 SIZE = 100

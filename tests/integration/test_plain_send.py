@@ -19,10 +19,10 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 import pgq_django as pgq
-from pgq_django import db, notify, server_functions
 from pgq_django.models import Message, QueueCounter
-from pgq_django.sql import messages
-from pgq_django.sql import server_functions as functions
+from pgq_django.store import db, notify, server_functions
+from pgq_django.store.sql import messages
+from pgq_django.store.sql import server_functions as functions
 from tests.conftest import statements_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

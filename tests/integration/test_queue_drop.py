@@ -19,7 +19,7 @@ from django.utils import timezone
 import pgq_django as pgq
 from pgq_django.api.upkeep import prune
 from pgq_django.models import ArchivedMessage, DroppedQueue, Message, QueueCounter
-from pgq_django.sql.delivery import DROPPED_QUEUE_MEMORY_SECONDS
+from pgq_django.store.sql.delivery import DROPPED_QUEUE_MEMORY_SECONDS
 
 
 def rows_of(queue_id: int) -> tuple[int, int]:

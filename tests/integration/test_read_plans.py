@@ -22,8 +22,8 @@ from psycopg import sql
 
 import pgq_django as pgq
 from pgq_django import partitions
-from pgq_django.managers.messages import _text
-from pgq_django.sql import messages
+from pgq_django.store.managers.messages import _text
+from pgq_django.store.sql import messages
 from tests.conftest import (
     custom_plan,
     generic_plan,

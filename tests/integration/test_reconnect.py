@@ -20,7 +20,7 @@ from django.db import OperationalError, connection, transaction
 
 import pgq_django as pgq
 from pgq_django.models import Message
-from pgq_django.notify import connection_params, listen_params
+from pgq_django.store.notify import connection_params, listen_params
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,6 +1,6 @@
 """With prepared statements off, the hot statements run through server-side functions.
 
-migrate made one function per wrapped statement (pgq_django.server_functions); these tests
+migrate made one function per wrapped statement (pgq_django.store.server_functions); these tests
 check that each exists with the statement's own parameter and column types, that the runner
 calls it when prepared statements are off and not otherwise, that what comes back is what
 the statement itself returns, and that a statement without its function still runs.
@@ -16,10 +16,10 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 import pgq_django as pgq
-from pgq_django import server_functions
-from pgq_django.sql import messages
-from pgq_django.sql import server_functions as statements
-from pgq_django.sql.fragments import MESSAGE_COLUMNS
+from pgq_django.store import server_functions
+from pgq_django.store.sql import messages
+from pgq_django.store.sql import server_functions as statements
+from pgq_django.store.sql.fragments import MESSAGE_COLUMNS
 from tests.protocol_trace import message_kinds, protocol_trace
 
 UNPREPARED = {"PREPARED_STATEMENTS": False}

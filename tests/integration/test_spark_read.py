@@ -220,7 +220,7 @@ def test_a_non_durable_queues_messages_are_read_from_their_unlogged_ranges(
     spark: Any, make_queue: Any
 ) -> None:
     """The plan cuts along every range partition, those of the second id space included."""
-    from pgq_django.sql.fragments import TRANSIENT_FIRST_ID
+    from pgq_django.store.sql.fragments import TRANSIENT_FIRST_ID
 
     durable, transient = make_queue(), make_queue(durable=False)
     for q in (durable, transient):

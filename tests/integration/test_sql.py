@@ -1,4 +1,4 @@
-"""Every statement has one home (pgq_django/sql/), one runner and one manager method.
+"""Every statement has one home (pgq_django/store/sql/), one runner and one manager method.
 
 The first tests read the package's source, procrastinate-style: they need no database. The
 last ones ask PostgreSQL how it plans the hot-path read (django-tasks'
@@ -17,13 +17,13 @@ import pytest
 from django.db import connection
 
 import pgq_django as pgq
-from pgq_django import sql
-from pgq_django.sql import catalogue, messages
+from pgq_django.store import sql
+from pgq_django.store.sql import catalogue, messages
 
 SQL_DIR = catalogue.SQL_DIR
 
 # Where a statement may run besides a manager method, and why:
-# - partitions.py: partition upkeep (DDL), run through pgq_django.db like the rest;
+# - partitions.py: partition upkeep (DDL), run through pgq_django.store.db like the rest;
 # - worker/leader.py: the advisory lock lives on the leader's own psycopg connection;
 # - server_functions.py: making the hot statements' functions at migrate (on a connection
 #   of its own) and finding them for the runner, which calls it;
@@ -36,10 +36,10 @@ SQL_DIR = catalogue.SQL_DIR
 OTHER_RUNNERS = {
     "partitions.py",
     "worker/leader.py",
-    "server_functions.py",
-    "tallies.py",
-    "wakeups.py",
-    "notify.py",
+    "store/server_functions.py",
+    "store/tallies.py",
+    "store/wakeups.py",
+    "store/notify.py",
 }
 # The Spark pipeline: executors without Django, on psycopg connections of their own.
 SPARK = "spark/"
@@ -58,7 +58,7 @@ def test_every_statement_is_run_by_exactly_one_manager_method() -> None:
             problems.append(f"sql.{module}.{name} is used by {sorted(found) or 'nothing'}")
             continue
         [(path, function)] = expected
-        in_manager = path.startswith("managers/") and "." in function
+        in_manager = path.startswith("store/managers/") and "." in function
         if module == "spark":
             if not path.startswith(SPARK):
                 problems.append(f"sql.{module}.{name} runs in {path}, outside spark/")
@@ -114,7 +114,7 @@ def _code_strings(tree: ast.Module) -> Iterator[str]:
             yield node.value
 
 
-# SQL that must appear once in pgq_django/sql/, in fragments.py: the shared pieces.
+# SQL that must appear once in pgq_django/store/sql/, in fragments.py: the shared pieces.
 FRAGMENTS = [
     "INSERT INTO pgq_message ",
     "INSERT INTO pgq_archived_message ",
@@ -152,7 +152,7 @@ def test_no_sql_text_outside_the_sql_package() -> None:
 
 
 def test_rows_come_back_with_named_fields(queue: Any) -> None:
-    from pgq_django import db
+    from pgq_django.store import db
 
     msg_id = pgq.send(queue, {"n": 1})
     row = db.run_one(messages.READ_BY_ID, {"queue": queue.name, "msg_id": msg_id}, prepare=False)
@@ -167,7 +167,7 @@ def test_rows_come_back_with_named_fields(queue: Any) -> None:
 
 
 def test_a_statement_keeps_working_after_its_large_result_is_let_go(queue: Any) -> None:
-    # A fixed statement has a cursor of its own (pgq_django.db), closed after a large
+    # A fixed statement has a cursor of its own (pgq_django.store.db), closed after a large
     # result so that the result is not held until the statement runs again.
     ids = pgq.send_batch(queue, [{"n": n} for n in range(40)])
     first = pgq.read(queue, qty=20)

@@ -12,7 +12,7 @@ from django.db import DatabaseError, connection, connections, transaction
 from django.db.transaction import TransactionManagementError
 
 import pgq_django as pgq
-from pgq_django.notify import connection_params
+from pgq_django.store.notify import connection_params
 from tests.conftest import statements_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -58,7 +58,7 @@ def test_a_delete_inside_a_failed_transaction_leaves_the_message_queued(queue_na
 
 
 # The queue statements skip Django's cursor wrapper when no hook needs it
-# (pgq_django.db._fetch); these pin down that they still behave as Django's queries do.
+# (pgq_django.store.db._fetch); these pin down that they still behave as Django's queries do.
 
 
 def test_no_queue_statement_runs_in_a_transaction_that_must_roll_back(queue_name):

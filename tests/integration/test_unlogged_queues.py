@@ -22,7 +22,7 @@ from rest_framework.test import APIClient
 import pgq_django as pgq
 from pgq_django import partitions
 from pgq_django.models import ArchivedMessage, Message, Queue
-from pgq_django.sql.fragments import TRANSIENT_FIRST_ID
+from pgq_django.store.sql.fragments import TRANSIENT_FIRST_ID
 from tests.conftest import sequence_kept, set_sequence, top_of_ranges
 
 pytestmark = pytest.mark.django_db
@@ -346,7 +346,7 @@ def test_a_busy_message_table_does_not_hold_up_create_queue_and_upkeep_catches_u
     (logged) default partition until the next upkeep run moves them into their range."""
     import psycopg
 
-    from pgq_django.notify import connection_params
+    from pgq_django.store.notify import connection_params
 
     top = transient_top
     with psycopg.connect(**connection_params()) as other:

@@ -1,10 +1,10 @@
-"""The rights statements of pgq_django.sql.access, read without a database."""
+"""The rights statements of pgq_django.store.sql.access, read without a database."""
 
 from __future__ import annotations
 
-from pgq_django.managers.users import with_user_tables
 from pgq_django.models import Queue
-from pgq_django.sql import access as rights
+from pgq_django.store.managers.users import with_user_tables
+from pgq_django.store.sql import access as rights
 
 FILLED = [
     rights.QUEUE_RIGHT[False],

@@ -5,7 +5,7 @@ the statement's defaults, so the two must never drift apart."""
 from __future__ import annotations
 
 from pgq_django import validation as v
-from pgq_django.sql import fragments, messages
+from pgq_django.store.sql import fragments, messages
 
 
 def test_the_options_of_a_send_without_options_are_the_statements_defaults() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from pgq_django.exceptions import InvalidArgument, InvalidName
 from pgq_django.spark.options import ConsumeOptions, ReadOptions, WriteOptions
-from pgq_django.sql.fragments import TRANSIENT_FIRST_ID
+from pgq_django.store.sql.fragments import TRANSIENT_FIRST_ID
 
 
 def test_read_options_are_typed_and_default_sensibly() -> None:

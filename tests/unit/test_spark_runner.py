@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from pgq_django.sql import catalogue
+from pgq_django.store.sql import catalogue
 
 SPARK = "spark/"
 RUNNER = "spark/queries.py"

@@ -1,11 +1,11 @@
-"""The statement catalogue (docs/reference/sql.md) is rendered from pgq_django/sql/."""
+"""The statement catalogue (docs/reference/sql.md) is rendered from pgq_django/store/sql/."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pgq_django import sql
-from pgq_django.sql import catalogue, messages, partitions
+from pgq_django.store import sql
+from pgq_django.store.sql import catalogue, messages, partitions
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "sql.md"
 
@@ -13,7 +13,8 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "sql.md"
 def test_the_rendered_catalogue_is_current() -> None:
     rendered = catalogue.render()
     assert PAGE.read_text(encoding="utf-8") == rendered, (
-        "docs/reference/sql.md is stale: python -m pgq_django.sql.catalogue > docs/reference/sql.md"
+        "docs/reference/sql.md is stale:"
+        " python -m pgq_django.store.sql.catalogue > docs/reference/sql.md"
     )
 
 

@@ -1,4 +1,4 @@
-"""The parameter builders of :mod:`pgq_django.sql.params`, held to the statements they feed.
+"""The parameter builders of :mod:`pgq_django.store.sql.params`, held to the statements they feed.
 
 The managers and Spark's executors run the same send, publish, read, ack and queue-state
 statements and build their parameters with the same functions; these tests read each
@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from pgq_django import validation as v
-from pgq_django.sql import catalogue, delivery, exchanges, messages, queues
-from pgq_django.sql import params as p
-from pgq_django.sql.delivery import DEDUP_WINDOW_SECONDS
-from pgq_django.sql.fragments import SEND_OPTION_DEFAULTS
+from pgq_django.store.sql import catalogue, delivery, exchanges, messages, queues
+from pgq_django.store.sql import params as p
+from pgq_django.store.sql.delivery import DEDUP_WINDOW_SECONDS
+from pgq_django.store.sql.fragments import SEND_OPTION_DEFAULTS
 
 NAMED = re.compile(r"%\((\w+)\)[sbt]")
 POSITIONAL = re.compile(r"(?<!%)%[sbt]")

@@ -1,4 +1,4 @@
-"""The statement catalogue (:mod:`pgq_django.sql`) read as text, without a database: each
+"""The statement catalogue (:mod:`pgq_django.store.sql`) read as text, without a database: each
 statement's placeholders are ones psycopg can bind, shape-keyed variants agree on their
 parameters, and templates can only be filled with quoted identifiers."""
 
@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 from psycopg.sql import SQL, Composable, Identifier
 
-from pgq_django import sql
+from pgq_django.store import sql
 
 STATEMENTS = list(sql.statements())
 IDS = [f"{module}.{name}" for module, name, _statement in STATEMENTS]

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from pgq_django import notify
 from pgq_django.api.waiting import (
     ClientGone,
     Deadline,
@@ -23,6 +22,7 @@ from pgq_django.api.waiting import (
     is_full_batch,
     until_disconnected,
 )
+from pgq_django.store import notify
 
 QUEUE = "unit_waits"
 

@@ -285,7 +285,7 @@ class LongPoll:
     hands the wake-up on. Only the group's head re-checks on ``PGQ["REST_POLL_INTERVAL"]``,
     and after its own empty lease it asks once which of the other waiters' labels have a
     visible message
-    (:meth:`~pgq_django.managers.queryset.MessageQuerySet.ready_labels`), waking one waiter
+    (:meth:`~pgq_django.store.managers.queryset.MessageQuerySet.ready_labels`), waking one waiter
     of each: idle waiters cost one check per interval however many labels they wait for.
 
     A wait that holds a thread of its own (see :func:`holds_own_thread`) closes the thread's

@@ -34,6 +34,6 @@ def test_the_boto3_sample_runs_as_written(page, sqs_endpoint, user, monkeypatch,
     assert capsys.readouterr().out == "Hello from boto3\n"
     assert pgq.metrics("greetings").queue_length == 0
     # The endpoint's process writes its counts of autocommit sends within a second
-    # (pgq_django.tallies); once written, the total is exactly the one message sent.
+    # (pgq_django.store.tallies); once written, the total is exactly the one message sent.
     wait_until(lambda: pgq.metrics("greetings").total_messages >= 1, what="the send's count")
     assert pgq.metrics("greetings").total_messages == 1

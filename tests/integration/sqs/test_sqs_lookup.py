@@ -1,7 +1,7 @@
 """The lookup of the hot SQS actions answers exactly what the ORM rule answers.
 
 :func:`pgq_django.sqs.lookup.queue_for` runs the named statement ``QUEUE_FOR_CALLER``
-(:mod:`pgq_django.sql.access`); these tests run both it and the ORM queryset stating the
+(:mod:`pgq_django.store.sql.access`); these tests run both it and the ORM queryset stating the
 same rule (:func:`pgq_django.access.queues_for` and :func:`pgq_django.sqs.auth.still_valid`)
 on every kind of caller, right and key state, and compare the answers and the Queue they
 build, field by field.
@@ -23,9 +23,9 @@ from django.test.utils import CaptureQueriesContext
 import pgq_django as pgq
 from pgq_django import access
 from pgq_django.models import AccessKey, Queue
-from pgq_django.sql import access as rights
 from pgq_django.sqs import auth, lookup
 from pgq_django.sqs.auth import Caller
+from pgq_django.store.sql import access as rights
 from tests.conftest import statements_run
 
 

@@ -3,7 +3,7 @@
 Why. A ``transaction=True`` test ends with Django's flush: one TRUNCATE of every table, in
 an order that follows the hash seed of the run. pgq_django's background writers keep
 working meanwhile, as they would in production: each process's tally thread
-(pgq_django.tallies) writes its counter rows up to a second after a send, in a statement
+(pgq_django.store.tallies) writes its counter rows up to a second after a send, in a statement
 that reads ``pgq_queue`` and then inserts into ``pgq_queue_counter``, and the live servers
 and workers the acceptance tests start are such processes. When the TRUNCATE has already
 locked the counter table and waits for ``pgq_queue``, the two wait on each other and

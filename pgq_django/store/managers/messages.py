@@ -1,8 +1,8 @@
 """``Message.objects``: the live-queue operations, one statement each.
 
-Each public method runs one named statement of :mod:`pgq_django.sql.messages` (or, for the
-delivery and counter methods it inherits, :mod:`pgq_django.sql.delivery` and
-:mod:`pgq_django.sql.counters`) in one round trip and hands the functional API what it
+Each public method runs one named statement of :mod:`pgq_django.store.sql.messages` (or, for the
+delivery and counter methods it inherits, :mod:`pgq_django.store.sql.delivery` and
+:mod:`pgq_django.store.sql.counters`) in one round trip and hands the functional API what it
 found. Callers validate arguments before they get here; values always travel as parameters.
 """
 
@@ -13,8 +13,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ...conf import settings
 from .. import db, tallies, wakeups
-from ..conf import settings
 from ..sql import messages as sql
 from ..sql.fragments import MESSAGE_COLUMNS, SEND_OPTION_DEFAULTS
 from ..sql.params import (
@@ -58,8 +58,8 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         """
         alias = self._db_alias()
         # Autocommit: the statement commits as it returns, so its count can join this
-        # process's sums (pgq_django.tallies) instead of costing a row in the statement, and
-        # its wake-up can be throttled (pgq_django.wakeups).
+        # process's sums (pgq_django.store.tallies) instead of costing a row in the statement, and
+        # its wake-up can be throttled (pgq_django.store.wakeups).
         deferred = tallies.deferred(alias)
         since = time.monotonic()
         notify = wakeups.leading(alias, queue, autocommit=deferred)

@@ -1,4 +1,4 @@
-"""The managers: one method per named statement of :mod:`pgq_django.sql`, no SQL text.
+"""The managers: one method per named statement of :mod:`pgq_django.store.sql`, no SQL text.
 
 - :class:`MessageManager` (``Message.objects``): send, lease, pop, ack, archive, set_vt,
   nack, purge (:mod:`.messages`), the delivery methods (:mod:`.delivery`) and counters
@@ -6,7 +6,7 @@
   any Django lookup.
 - :class:`ArchivedMessageManager`, :class:`QueueManager`, :class:`ExchangeManager`.
 
-Every statement runs through :mod:`pgq_django.db` and comes back as named rows; the managers
+Every statement runs through :mod:`pgq_django.store.db` and comes back as named rows; the managers
 turn them into model instances or plain values for the functional API (:mod:`pgq_django.api`),
 which is the only caller.
 """

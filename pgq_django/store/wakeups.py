@@ -44,12 +44,12 @@ from dataclasses import dataclass
 
 from django.db import connections
 
+from ..conf import settings
+from ..services import ProcessService, ServiceConfig
 from . import db
-from .conf import settings
-from .services import ProcessService, ServiceConfig
 from .sql import messages as sql
 
-logger = logging.getLogger("pgq_django.wakeups")
+logger = logging.getLogger("pgq_django.store.wakeups")
 
 # Seconds without an owed wake-up after which the flusher closes its connection.
 IDLE_CLOSE = 1.0
@@ -213,7 +213,7 @@ def leading(alias: str, queue: str, *, autocommit: bool) -> bool:
     """Whether a send on ``queue`` should notify in its own statement.
 
     False only for a send that commits when its statement returns (``autocommit``: see
-    :func:`pgq_django.tallies.deferred`) on a queue this process notified less than
+    :func:`pgq_django.store.tallies.deferred`) on a queue this process notified less than
     ``PGQ["NOTIFY_INTERVAL"]`` ago; such a send must be followed by :func:`owe` once it
     has committed.
     """

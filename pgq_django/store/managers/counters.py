@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...conf import settings
 from .. import tallies
-from ..conf import settings
 from ..sql import counters as sql
 from .base import SqlManager
 
 
 class CounterMethods(SqlManager):
-    """Mixed into :class:`~pgq_django.managers.MessageManager`."""
+    """Mixed into :class:`~pgq_django.store.managers.MessageManager`."""
 
     def compact_counters(self) -> tuple[int, int]:
         """Returns (rows removed, rows written); run by worker maintenance."""
@@ -21,7 +21,7 @@ class CounterMethods(SqlManager):
     def metrics_rows(self, queue: str | None) -> list[Any]:
         """One row per queue (all, or the one named), fields named as in QueueMetrics.
 
-        This process's pending sums are written first (:func:`pgq_django.tallies.flush`),
+        This process's pending sums are written first (:func:`pgq_django.store.tallies.flush`),
         so its own sends and acks are in the totals.
         """
         tallies.flush(self._db_alias())

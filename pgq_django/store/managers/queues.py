@@ -1,11 +1,11 @@
 """``Queue.objects``: the ORM manager, plus the lock on the dead-letter graph and the rights
-statements over queues (:mod:`pgq_django.sql.access`)."""
+statements over queues (:mod:`pgq_django.store.sql.access`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import seams
+from ... import seams
 from ..sql import access as rights
 from ..sql.queues import LOCK_DEAD_LETTER_GRAPH
 from .base import SqlManager

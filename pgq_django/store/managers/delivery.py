@@ -1,7 +1,7 @@
 """The delivery methods of ``Message.objects``: dedup, cancel, result, release, redrive,
 dead-lettering of crashed deliveries, expiry, spent dedup claims and dropped queues' leftovers.
 
-One method per statement of :mod:`pgq_django.sql.delivery`; the functional API
+One method per statement of :mod:`pgq_django.store.sql.delivery`; the functional API
 (:mod:`pgq_django.api.delivery`) validates arguments and turns "no such queue" into errors,
 and the worker's maintenance duties call the upkeep methods.
 """
@@ -14,14 +14,14 @@ from typing import Any
 
 from django.utils import timezone
 
-from ..conf import settings
+from ...conf import settings
 from ..sql import delivery as sql
 from ..sql.params import receipt_params, send_deduplicated_params
 from .base import MessageRef, SqlManager
 
 
 class DeliveryMethods(SqlManager):
-    """Mixed into :class:`~pgq_django.managers.MessageManager`."""
+    """Mixed into :class:`~pgq_django.store.managers.MessageManager`."""
 
     def send_deduplicated(self, queue: str, body: str, *, size: int, **options: Any) -> Any:
         """Send one body under ``options["dedup_id"]``; a repeat within the window answers

@@ -9,9 +9,9 @@ serve many client transactions, so a statement run as a function's body is plann
 server session, as a prepared statement is per client connection.
 
 How. ``migrate`` (a ``post_migrate`` handler, or :func:`install`) describes each statement
-of :data:`~pgq_django.sql.server_functions.WRAPPED` (an unnamed prepare: the server infers
+of :data:`~pgq_django.store.sql.server_functions.WRAPPED` (an unnamed prepare: the server infers
 its parameter and column types exactly as for a prepared call) and creates a function named
-after a hash of its text. When prepared statements are off, the runner (:mod:`pgq_django.db`)
+after a hash of its text. When prepared statements are off, the runner (:mod:`pgq_django.store.db`)
 calls :func:`call_for` and runs ``SELECT * FROM pgq_fn_…(%(queue)s::text, …)`` instead: the
 same statement, same parameters and rows, one short parse per call. A statement whose
 function does not exist (code newer than the last ``migrate``, or ``SERVER_FUNCTIONS``
@@ -29,10 +29,10 @@ from django.db import connections
 from psycopg import pq
 from psycopg.sql import SQL, Identifier, Literal
 
-from .conf import settings
+from ..conf import settings
 from .sql import server_functions as statements
 
-logger = logging.getLogger("pgq_django.server_functions")
+logger = logging.getLogger("pgq_django.store.server_functions")
 
 # psycopg's placeholders: %(name)s / %s, in text (s, t) or binary (b) format; %% is a "%".
 _PLACEHOLDER = re.compile(r"%%|%(?:\((\w+)\))?([sbt])")
@@ -151,7 +151,7 @@ def _existing(raw: psycopg.Connection[Any]) -> dict[str, str]:
 
 def binds_on_client(call: str) -> bool:
     """Whether the runner sends ``call`` bound on the client, in one simple-protocol message
-    (see ``pgq_django.db._CallCursor``): every call but one with a binary argument (the
+    (see ``pgq_django.store.db._CallCursor``): every call but one with a binary argument (the
     bodies of a batch send, the receipts of a batch ack), which PostgreSQL reads in a
     fraction of the time it takes to parse the same array as a literal (batches of 100
     sends went at half the rate)."""

@@ -5,7 +5,7 @@ Every statement looks the queue up by name in a ``q`` CTE and reports the id it 
 queue" costs no extra round trip on the success path. Two are leaner: SEND_ONE and ACK_ONE,
 the usual send and ack, join the queue instead and answer only when they acted; the manager
 then runs the full statement to learn why they did not. Run by
-:class:`pgq_django.managers.MessageManager`.
+:class:`pgq_django.store.managers.MessageManager`.
 """
 
 from __future__ import annotations
@@ -80,13 +80,13 @@ SELECT (SELECT id FROM q) AS found_queue_id,
 
 
 # -- send -- Insert messages into a queue, in input order, count them, and wake listeners
-# unless %(notify)s is false (a throttled send: pgq_django.wakeups owes it a wake-up after
+# unless %(notify)s is false (a throttled send: pgq_django.store.wakeups owes it a wake-up after
 # its commit); ``notified`` answers whether it did (1) or not (0). Inserts nothing, and
 # answers queue_full = true, when max_length leaves no room for them all.
 SEND = _send(True)
 
 # -- send_uncounted -- SEND without the counter row, for a send that commits on its own
-# (autocommit): pgq_django.tallies adds it to the process's sums once it has committed. Into
+# (autocommit): pgq_django.store.tallies adds it to the process's sums once it has committed. Into
 # a non-durable queue it also commits without waiting for the WAL flush (_RELAX_COMMIT).
 SEND_UNCOUNTED = _send(False)
 
@@ -147,7 +147,7 @@ SEND_ONE = _send_one(False)
 SEND_ONE_COUNTED = _send_one(True)
 
 # -- wake -- Notify the listeners of several queues at once: the trailing wake-up of sends
-# that left theirs out (pgq_django.wakeups), on a connection of its own, after they committed.
+# that left theirs out (pgq_django.store.wakeups), on a connection of its own, after they committed.
 WAKE = "SELECT count(pg_notify(%(channel)s, q)) AS woken FROM unnest(%(queues)s::text[]) AS q"
 
 # The candidate rows of a read: visible, unexpired, best first. Two shapes: a FIFO queue also
@@ -294,7 +294,7 @@ d AS (
 DELETE = {archives: _delete(archives, True) for archives in (False, True)}
 
 # -- delete_uncounted -- DELETE without the counter row, for an ack that commits on its own
-# (autocommit): pgq_django.tallies adds it to the process's sums once it has committed.
+# (autocommit): pgq_django.store.tallies adds it to the process's sums once it has committed.
 DELETE_UNCOUNTED = {archives: _delete(archives, False) for archives in (False, True)}
 
 # -- delete_one -- DELETE of one message (%(msg_id)s, fenced by %(ct)s unless it is NULL),

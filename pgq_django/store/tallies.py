@@ -40,13 +40,13 @@ from typing import Any
 
 from django.db import connections
 
+from ..conf import settings
+from ..services import ProcessService, ServiceConfig
 from . import db
-from .conf import settings
 from .db import django_connection
-from .services import ProcessService, ServiceConfig
 from .sql import counters as sql
 
-logger = logging.getLogger("pgq_django.tallies")
+logger = logging.getLogger("pgq_django.store.tallies")
 
 # Seconds between two writes of a process's sums.
 FLUSH_INTERVAL = 1.0

@@ -1,11 +1,11 @@
 """``Exchange.objects``: the ORM manager, plus the one-statement publish and the right on an
-exchange (:mod:`pgq_django.sql.access`)."""
+exchange (:mod:`pgq_django.store.sql.access`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..conf import settings
+from ...conf import settings
 from ..sql import access as rights
 from ..sql import exchanges as sql
 from ..sql.params import publish_params

@@ -6,8 +6,8 @@ once; the price is that a reader of ``messages.py`` sees f-strings, not SQL. Thi
 renders the finished texts into ``docs/reference/sql.md`` so they can be read (and reviewed
 in a diff) without running Python::
 
-    python -m pgq_django.sql.catalogue > docs/reference/sql.md
-    python -m pgq_django.sql.catalogue --check docs/reference/sql.md   # exit 1 when stale
+    python -m pgq_django.store.sql.catalogue > docs/reference/sql.md
+    python -m pgq_django.store.sql.catalogue --check docs/reference/sql.md   # exit 1 when stale
 
 Who runs a statement is read from the package's source (``ast``), never imported, so the
 catalogue needs neither Django nor a database.
@@ -28,8 +28,8 @@ from psycopg.sql import Composable
 
 from . import MODULES, Statement, statements
 
-PACKAGE = Path(__file__).resolve().parent.parent
-SQL_DIR = PACKAGE / "sql"
+PACKAGE = Path(__file__).resolve().parents[2]
+SQL_DIR = PACKAGE / "store" / "sql"
 
 
 # -- who runs what ---------------------------------------------------------------------------
@@ -39,7 +39,7 @@ def package_sources() -> Iterator[tuple[str, ast.Module]]:
     """(path relative to the package, parsed module) for every module outside sql/."""
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
-        if relative.startswith(("sql/", "migrations/")):
+        if relative.startswith(("store/sql/", "migrations/")):
             continue
         yield relative, ast.parse(path.read_text(encoding="utf-8"))
 
@@ -48,9 +48,11 @@ def _sql_module(node: ast.ImportFrom) -> str | None:
     """ "messages" for ``from ..sql.messages import …``; "" for ``from ..sql import …``."""
     module = node.module or ""
     if node.level == 0:
-        if not module.startswith("pgq_django.sql"):
+        if not module.startswith("pgq_django.store.sql"):
             return None
         module = module.removeprefix("pgq_django.")
+    # ``from .store.sql import …`` (outside the store) or ``from ..sql import …`` (inside it)
+    module = module.removeprefix("store.")
     if module == "sql":
         return ""
     if module.startswith("sql."):
@@ -159,8 +161,8 @@ def render() -> str:
         "one text per queue shape (standard and FIFO, or their counterparts named in its",
         "description).",
         "",
-        "This page is generated from `pgq_django/sql/` by",
-        "`python -m pgq_django.sql.catalogue > docs/reference/sql.md`; a test fails when it",
+        "This page is generated from `pgq_django/store/sql/` by",
+        "`python -m pgq_django.store.sql.catalogue > docs/reference/sql.md`; a test fails when it",
         "is out of date.",
         "",
     ]
@@ -186,7 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     rendered = render()
     if args.check:
         if Path(args.check).read_text(encoding="utf-8") != rendered:
-            print(f"{args.check} is stale: run python -m pgq_django.sql.catalogue", file=sys.stderr)
+            print(
+                f"{args.check} is stale: run python -m pgq_django.store.sql.catalogue",
+                file=sys.stderr,
+            )
             return 1
         return 0
     sys.stdout.write(rendered)

@@ -2,7 +2,7 @@
 
 The routing rules (fanout, direct, topic, headers, binding filters) are described in
 :mod:`pgq_django.routing`, which also compiles topic patterns. Run by
-:class:`pgq_django.managers.ExchangeManager`.
+:class:`pgq_django.store.managers.ExchangeManager`.
 """
 
 from __future__ import annotations

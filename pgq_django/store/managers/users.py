@@ -1,4 +1,4 @@
-"""The project's user model, as the rights statements of :mod:`pgq_django.sql.access` name it.
+"""The project's user model, as the rights statements of :mod:`pgq_django.store.sql.access` name it.
 
 Those statements join the user table and the table linking users to groups, whose names
 depend on ``AUTH_USER_MODEL``; they are template fields (``{user.table}``, …) filled in here

@@ -7,7 +7,7 @@ statement again, a large share of the server's work for a single send, read or a
 session, and a pooled server session outlives the client transactions it serves, so
 running the same statement as the body of a function keeps its plan across calls,
 whichever client sends it.
-:mod:`pgq_django.server_functions` makes one function per statement of :data:`WRAPPED`
+:mod:`pgq_django.store.server_functions` makes one function per statement of :data:`WRAPPED`
 (named after a hash of the statement's text) when ``migrate`` runs, and the runner calls it
 in place of the statement when prepared statements are off.
 """
@@ -64,7 +64,7 @@ SELECT ARRAY(SELECT format_type(t.oid, NULL)
 # -- create_wrapped_function -- A function whose body returns the rows of one statement
 # (its placeholders become $1, $2, ...), with the statement's own parameter and column
 # types. ``use_column``: a column the statement names wins over the output parameter of
-# the same name. Filled with identifiers and literals by pgq_django.server_functions.
+# the same name. Filled with identifiers and literals by pgq_django.store.server_functions.
 CREATE_WRAPPED_FUNCTION = SQL(
     "CREATE OR REPLACE FUNCTION {name}({args}) RETURNS TABLE ({columns}) "
     "LANGUAGE plpgsql VOLATILE AS {body}"

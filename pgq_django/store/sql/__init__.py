@@ -25,7 +25,7 @@ A statement is a module-level constant in UPPER_CASE whose value is SQL text, a
 :class:`psycopg.sql.Composable` (templates filled with identifiers), or a dict of texts
 keyed by queue shape (``READ[fifo]``); a ``# -- name --`` comment above it says what it
 does. Each is run by exactly one manager method through the one runner,
-:mod:`pgq_django.db` (``tests/integration/test_sql.py`` checks it); the Spark executors,
+:mod:`pgq_django.store.db` (``tests/integration/test_sql.py`` checks it); the Spark executors,
 which have no Django, run :mod:`.spark`'s statements and reuse the managers' ones, with
 the same parameter builders (:mod:`.params`), on psycopg connections of their own
 (:mod:`pgq_django.spark.queries`). Values always travel as parameters.

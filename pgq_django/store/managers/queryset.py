@@ -2,9 +2,9 @@
 
 ``Message.objects.for_queue(q).filter(...).lease(qty, vt)`` selects with the ORM
 (``select_for_update(skip_locked=True)``) and leases with one UPDATE around it
-(:data:`pgq_django.sql.messages.LEASE_SELECTED`), with the receipts and semantics of
+(:data:`pgq_django.store.sql.messages.LEASE_SELECTED`), with the receipts and semantics of
 :func:`pgq_django.read`. The hot-path read is :meth:`MessageManager.lease
-<pgq_django.managers.MessageManager.lease>`: one prepared statement.
+<pgq_django.store.managers.MessageManager.lease>`: one prepared statement.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 from django.db import models, transaction
 from django.db.models.functions import Now
 
+from ... import validation as v
+from ...conf import settings
+from ...exceptions import InvalidArgument, QueueNotFound, QueuePaused
 from .. import db
-from .. import validation as v
-from ..conf import settings
-from ..exceptions import InvalidArgument, QueueNotFound, QueuePaused
 from ..sql.messages import LEASE_SELECTED
 
 

@@ -7,8 +7,9 @@ from typing import Any
 
 from django.db import models
 
-from .. import db, seams
-from ..conf import settings
+from ... import seams
+from ...conf import settings
+from .. import db
 from ..sql.fragments import MESSAGE_COLUMNS
 from ..sql.params import Receipt
 
@@ -17,10 +18,10 @@ MessageRef = Receipt
 
 
 class SqlManager(models.Manager):
-    """Runs named statements of :mod:`pgq_django.sql` on the manager's database.
+    """Runs named statements of :mod:`pgq_django.store.sql` on the manager's database.
 
     The database is the one the manager was bound to (``db_manager(alias)``), else
-    ``PGQ["DATABASE"]``. Every statement goes through :mod:`pgq_django.db`.
+    ``PGQ["DATABASE"]``. Every statement goes through :mod:`pgq_django.store.db`.
     """
 
     def _db_alias(self) -> str:

@@ -43,7 +43,6 @@ polling stays the fallback, never the mechanism.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import logging
 import os
@@ -58,11 +57,12 @@ import psycopg
 from django.db import connections
 from psycopg.sql import Identifier
 
+from ..conf import settings
+from ..services import ProcessService, ServiceConfig
 from . import db
-from .conf import settings
 from .sql import notify as statements
 
-logger = logging.getLogger("pgq_django.notify")
+logger = logging.getLogger("pgq_django.store.notify")
 
 # Seconds a new waiter waits for the hub to listen before it reads anyway (then only the
 # poll interval can wake it until the hub is up).
@@ -213,10 +213,14 @@ class Interest:
         return woken
 
 
-class Hub:
-    """The process's one LISTEN connection for a database alias, and its reading thread."""
+class Hub(ProcessService[ServiceConfig]):
+    """The process's one LISTEN connection for a database alias, and its reading thread
+    (``pgq-notify``, a process service: started by the first wait, stopped at exit)."""
+
+    thread_name = "pgq-notify"
 
     def __init__(self, alias: str | None = None) -> None:
+        super().__init__(ServiceConfig(stop_timeout=10.0))
         self.alias = alias or settings.DATABASE
         self.channel = settings.NOTIFY_CHANNEL
         self.pid = os.getpid()
@@ -228,18 +232,16 @@ class Hub:
         # (a dict keeps insertion order: the first is the one that has waited longest).
         self._interests: dict[str, set[Interest]] = {}
         self._groups: dict[str, dict[Any, dict[Interest, None]]] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._waiters_lock = threading.Lock()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._conn: psycopg.Connection[Any] | None = None
-        self._thread = threading.Thread(target=self._run, name="pgq-notify", daemon=True)
-        self._thread.start()
+        self.start()
 
     # Registration ------------------------------------------------------------------------
 
     def add(self, interest: Interest) -> None:
-        with self._lock:
+        with self._waiters_lock:
             for queue in interest.queues:
                 if interest.group is None:
                     self._interests.setdefault(queue, set()).add(interest)
@@ -251,7 +253,7 @@ class Hub:
         """Unregister ``interest``; with ``pass_on``, wake the next waiters of its group and
         key."""
         targets: list[Interest] = []
-        with self._lock:
+        with self._waiters_lock:
             for queue in interest.queues:
                 if interest.group is None:
                     waiting = self._interests.get(queue)
@@ -293,7 +295,7 @@ class Hub:
         """
         if interest.group is None:
             return True
-        with self._lock:
+        with self._waiters_lock:
             for queue in interest.queues:
                 members = self._groups.get(queue, {}).get(interest.group)
                 if members and next(iter(members)) is interest:
@@ -303,7 +305,7 @@ class Hub:
     def other_keys(self, interest: Interest) -> set[Any]:
         """The keys other members of ``interest``'s group wait with, besides its own: what
         the group's head checks for when its own lease finds nothing."""
-        with self._lock:
+        with self._waiters_lock:
             return {
                 member.key
                 for queue in interest.queues
@@ -315,7 +317,7 @@ class Hub:
         """Wake, for each of ``keys``, the longest-waiting member of ``interest``'s group with
         that key and no unconsumed wake-up (the head found messages for them)."""
         targets: list[Interest] = []
-        with self._lock:
+        with self._waiters_lock:
             for queue in interest.queues:
                 members = self._groups.get(queue, {}).get(interest.group)
                 if members:
@@ -326,12 +328,12 @@ class Hub:
 
     def groups(self) -> int:
         """How many wake-up groups there are, counting a group once per queue."""
-        with self._lock:
+        with self._waiters_lock:
             return sum(len(groups) for groups in self._groups.values())
 
     def waiters(self) -> int:
         """How many interests are registered (each counted once)."""
-        with self._lock:
+        with self._waiters_lock:
             found = {i for group in self._interests.values() for i in group}
             for groups in self._groups.values():
                 for members in groups.values():
@@ -366,7 +368,7 @@ class Hub:
     def _wake(self, queues: Iterable[str] | None) -> None:
         """Wake the interests in these queues (one per group), or every interest when
         ``queues`` is None (the connection was lost or is back: everyone re-checks)."""
-        with self._lock:
+        with self._waiters_lock:
             if queues is None:
                 targets = {i for group in self._interests.values() for i in group}
                 for groups in self._groups.values():
@@ -387,7 +389,7 @@ class Hub:
         _listen(conn, self.channel)
         return conn
 
-    def _run(self) -> None:
+    def run(self) -> None:
         if not self.listening:
             # PGQ["LISTEN"] is False: no connection, nothing to hear. Waiters are ready at
             # once and re-check on their poll interval (the head of each group, see leads()).
@@ -427,7 +429,7 @@ class Hub:
             "event=notify_connect_failed error=%s retry_in=%.1fs", type(exc).__name__, delay
         )
         self._wake(None)
-        self._stop.wait(delay)
+        self.sleep(delay)
 
     def _read_until_lost(self, conn: psycopg.Connection[Any]) -> None:
         last_check = time.monotonic()
@@ -479,10 +481,21 @@ class Hub:
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
         if self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+            self.wait(self.config.stop_timeout)
         self._wake(None)
         self._wake_r.close()
         self._wake_w.close()
+        self.retire()
+
+    def shutdown(self) -> None:
+        self.close()
+
+    def after_fork(self) -> None:
+        # A forked child never uses its parent's hub (hub() makes it a new one): the
+        # parent's thread does not exist here and its connection is the parent's.
+        super().after_fork()
+        self._stop.set()
+        self.retire()
 
     @property
     def backend_pid(self) -> int | None:
@@ -493,30 +506,25 @@ class Hub:
 
     @property
     def alive(self) -> bool:
-        return self.pid == os.getpid() and not self._stop.is_set() and self._thread.is_alive()
+        return self.pid == os.getpid() and not self.stopping and self.is_running
 
 
 _hubs: dict[str, Hub] = {}
 _hubs_lock = threading.Lock()
-_closes_at_exit = False
 
 
 def hub(alias: str | None = None) -> Hub:
     """This process's hub for ``alias``, started on first use (and again after a fork)."""
-    global _closes_at_exit
     key = alias or settings.DATABASE
     with _hubs_lock:
         current = _hubs.get(key)
         if current is None or not current.alive:
+            if current is not None:
+                current.retire()
+            # Closed quietly before the interpreter exits (pgq_django.services stops every
+            # process service then), so its thread never sees an embedded server stopping
+            # with the process and logs a lost connection while the process is leaving.
             current = _hubs[key] = Hub(key)
-            if not _closes_at_exit:
-                # Close before the interpreter exits, quietly: otherwise the hub's thread
-                # sees its connection end (an embedded server stopping with its last
-                # process, as ``manage.py shell`` ends) and logs a lost connection and
-                # reconnects while the process is leaving. Registered after the settings
-                # attached to any embedded server, so this runs before that server stops.
-                atexit.register(close_all)
-                _closes_at_exit = True
         return current
 
 

@@ -1,8 +1,8 @@
 """The LISTEN connection's own commands, and the wake-up of one queue.
 
-Run by :mod:`pgq_django.notify`. A LISTEN hears notifications only while its session lasts,
-so the hub (and a worker's :class:`~pgq_django.notify.Listener`) holds a psycopg connection
-of its own and runs these on it with :func:`pgq_django.db.run_dedicated`; the wake-up of one
+Run by :mod:`pgq_django.store.notify`. A LISTEN hears notifications only while its session lasts,
+so the hub (and a worker's :class:`~pgq_django.store.notify.Listener`) holds a psycopg connection
+of its own and runs these on it with :func:`pgq_django.store.db.run_dedicated`; the wake-up of one
 queue runs on Django's connection, inside the caller's transaction, through the runner.
 """
 

@@ -1,8 +1,8 @@
 """Who may do what: the rights rule of :mod:`pgq_django.access` as statements.
 
-Run by :class:`pgq_django.managers.QueueManager` (a right on a queue; the SQS endpoint's
+Run by :class:`pgq_django.store.managers.QueueManager` (a right on a queue; the SQS endpoint's
 lookup of a queue with its caller's right and key) and
-:class:`pgq_django.managers.ExchangeManager` (a right on an exchange).
+:class:`pgq_django.store.managers.ExchangeManager` (a right on an exchange).
 
 The rule, as :func:`pgq_django.access.queues_for` states it with the ORM: an active superuser
 has every right; the owner of a queue or exchange has every right on it; anyone else has the

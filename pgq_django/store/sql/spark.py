@@ -3,7 +3,7 @@ watermark, and checks of names.
 
 Spark executors run without Django, on psycopg connections of their own
 (:mod:`pgq_django.spark.queries`), so these statements run there rather than through
-:mod:`pgq_django.db`. Sending, publishing, leasing and acknowledging reuse the managers' own
+:mod:`pgq_django.store.db`. Sending, publishing, leasing and acknowledging reuse the managers' own
 statements (:data:`.messages.SEND`, :data:`.messages.READ`, :data:`.messages.DELETE`,
 :data:`.delivery.SEND_DEDUPLICATED`, :data:`.exchanges.PUBLISH`, :data:`.queues.QUEUE_STATE`)
 and their parameter builders (:mod:`.params`).

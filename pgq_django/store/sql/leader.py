@@ -4,7 +4,7 @@ The leader holds the lock on a dedicated psycopg connection of its own, in a tra
 keeps open while it leads (the lock lives as long as that transaction, which a
 transaction-mode pooler keeps on one server connection), so
 :class:`pgq_django.worker.leader.Leader` runs these directly on it rather than through
-:mod:`pgq_django.db`, which runs on Django's connections.
+:mod:`pgq_django.store.db`, which runs on Django's connections.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Delivery guarantees beyond lease and ack: dedup, cancellation, results, leases given back,
 redrive, dead-lettering of crashed deliveries, expiry and pruning.
 
-Run by the delivery methods of :class:`pgq_django.managers.MessageManager` and by
-:class:`pgq_django.managers.ArchivedMessageManager` (pruning the archive).
+Run by the delivery methods of :class:`pgq_django.store.managers.MessageManager` and by
+:class:`pgq_django.store.managers.ArchivedMessageManager` (pruning the archive).
 """
 
 from __future__ import annotations

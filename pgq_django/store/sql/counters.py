@@ -1,8 +1,8 @@
 """The counters behind metrics and charts, and the metrics read from them.
 
 Every send, ack, archive, dead-letter, expiry, purge and redrive inserts a counter row (see
-:func:`pgq_django.sql.fragments.counted`); maintenance folds finished minutes into one row per
-queue, kind and minute. Run by :class:`pgq_django.managers.MessageManager`.
+:func:`pgq_django.store.sql.fragments.counted`); maintenance folds finished minutes into one row per
+queue, kind and minute. Run by :class:`pgq_django.store.managers.MessageManager`.
 """
 
 from __future__ import annotations

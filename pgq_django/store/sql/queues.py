@@ -1,7 +1,7 @@
 """Queue-level statements: a queue's state by name, and the lock on the dead-letter graph.
 
-Run by :class:`pgq_django.managers.MessageManager` (the state, to explain why a message
-statement found no queue) and :class:`pgq_django.managers.QueueManager` (the lock).
+Run by :class:`pgq_django.store.managers.MessageManager` (the state, to explain why a message
+statement found no queue) and :class:`pgq_django.store.managers.QueueManager` (the lock).
 """
 
 from __future__ import annotations

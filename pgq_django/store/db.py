@@ -1,4 +1,4 @@
-"""The one runner: every named statement of :mod:`pgq_django.sql` executes here.
+"""The one runner: every named statement of :mod:`pgq_django.store.sql` executes here.
 
 Statements run on Django's connection to the queue database (``PGQ["DATABASE"]``), inside
 whatever transaction the caller holds, through Django's cursor wrapper (query logging,
@@ -20,11 +20,11 @@ A connection set up in another process (this one was forked after using the data
 abandoned for a new one, so parent and child never share a session: see "Forked processes"
 in docs/design.md.
 
-A few statements need a session of their own rather than Django's connection of the
-calling thread: the LISTEN connection's (:mod:`pgq_django.sql.notify`), heard only while its
+A few statements need a session of their own rather than Django's connection of the calling
+thread: the LISTEN connection's (:mod:`pgq_django.store.sql.notify`), heard only while its
 session lasts, run here too, on the caller's psycopg connection (:func:`run_dedicated`); the
-worker leader's (:mod:`pgq_django.sql.leader`) hold an advisory lock on a dedicated connection.
-"""
+worker leader's (:mod:`pgq_django.store.sql.leader`) hold an advisory lock on a dedicated
+connection."""
 
 from __future__ import annotations
 
@@ -38,8 +38,9 @@ from psycopg.sql import SQL, Composable, Composed
 from psycopg.types.datetime import TimestamptzLoader
 from psycopg.types.json import JsonbBinaryLoader, JsonbLoader
 
-from . import seams, server_functions
-from .conf import settings
+from .. import seams
+from ..conf import settings
+from . import server_functions
 
 _EMPTY_OBJECT = b"\x01{}"
 
@@ -140,7 +141,7 @@ class _CallCursor(psycopg.ClientCursor[Any]):
     """Runs the call of a statement's server function (prepared statements off).
 
     A call without a binary argument (see
-    :func:`~pgq_django.server_functions.binds_on_client`) is bound on the client and sent
+    :func:`~pgq_django.store.server_functions.binds_on_client`) is bound on the client and sent
     as one simple-protocol ``Query`` message, where a server-bound statement is five (Parse,
     Bind, Describe, Execute, Sync): the server sets up no unnamed statement and portal for
     it, and a pooler forwards one message, which brings a pooled single call closer to a
@@ -232,7 +233,7 @@ def _inner_cursor(
         prepare = False
         if settings.SERVER_FUNCTIONS:
             # A fixed statement, where it cannot be prepared: its server-side function, whose
-            # plans the server session keeps (pgq_django.server_functions), if it has one.
+            # plans the server session keeps (pgq_django.store.server_functions), if it has one.
             call = server_functions.call_for(db.alias, raw, statement)
             statement = call or statement
     key: Any = (statement, prepare, binary) if fixed else (prepare, binary)
@@ -360,7 +361,7 @@ def run_all(
     """Every row the statement returned, as named tuples.
 
     ``named=False`` returns plain tuples, for rows that become model instances at once
-    (a read's messages, matched to :data:`~pgq_django.sql.fragments.MESSAGE_COLUMNS` by the
+    (a read's messages, matched to :data:`~pgq_django.store.sql.fragments.MESSAGE_COLUMNS` by the
     manager): naming a hundred rows first would only be thrown away.
     """
     cursor, rows, fixed = _fetch(statement, params, alias, prepare, _ALL)
