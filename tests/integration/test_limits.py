@@ -16,7 +16,8 @@ from django.test import override_settings
 
 import pgq_django as pgq
 from pgq_django.models import Message, QueueCounter
-from pgq_django.server_functions import statement_run_by
+from pgq_django.rest.exceptions import http_status
+from pgq_django.store.server_functions import statement_run_by
 
 
 def contents(queue: Any) -> tuple[list[Any], int]:
@@ -36,7 +37,7 @@ def test_a_full_queue_refuses_sends_and_batches_and_changes_nothing(make_queue):
     with pytest.raises(pgq.QueueFull) as caught:
         pgq.send_batch(q, [3, 4])  # only one would fit: none is sent
     assert caught.value.details == {"queue": q.name, "max_length": 3}
-    assert caught.value.status_code == 409
+    assert http_status(caught.value) == 409  # what the REST API answers
     assert contents(q) == before
     assert pgq.send(q, 3) > 0
     with pytest.raises(pgq.QueueFull):
