@@ -61,7 +61,7 @@ def on(shortcut: str) -> bool:
 _THREAD_LOCAL = threading.local
 
 
-def connection(alias: str) -> Any:
+def connection(alias: str | None = None) -> Any:
     """``django.db.connections[alias]``, found cheaply when possible.
 
     Django keeps a thread's connections in asgiref's thread-critical ``Local``, which asks
@@ -71,7 +71,11 @@ def connection(alias: str) -> Any:
     directly here. Anything else (a running event loop, a connection not made yet, another
     asgiref, shortcuts off) goes through ``connections[alias]``.
     """
-    if on("thread_connection") and _get_running_loop() is None:
+    alias = alias or settings.DATABASE
+    chosen = settings.FAST_PATHS  # on("thread_connection"), inline: this runs per statement
+    if (
+        chosen is True or (chosen is not False and "thread_connection" in chosen)
+    ) and _get_running_loop() is None:
         storage = getattr(getattr(connections, "_connections", None), "_storage", None)
         if type(storage) is _THREAD_LOCAL:
             found = getattr(storage, alias, None)
@@ -91,7 +95,12 @@ def may_skip_cursor_wrapper(db: Any) -> bool:
     would: :func:`refuse_in_broken_transaction` first, and driver errors turned into
     Django's through ``db.wrap_database_errors``.
     """
-    return on("unwrapped_cursor") and not db.execute_wrappers and not db.queries_logged
+    chosen = settings.FAST_PATHS  # on("unwrapped_cursor"), inline: this runs per statement
+    return (
+        (chosen is True or (chosen is not False and "unwrapped_cursor" in chosen))
+        and not db.execute_wrappers
+        and not db.queries_logged
+    )
 
 
 def refuse_in_broken_transaction(db: Any) -> None:

@@ -134,7 +134,19 @@ class ProcessService(Service[C]):
     def __init__(self, config: C) -> None:
         super().__init__(config)
         self.pid = os.getpid()
+        self._live = False
         _REGISTRY.append(self)
+
+    def stop(self) -> bool:
+        self._live = False
+        return super().stop()
+
+    def _main(self) -> None:
+        try:
+            super()._main()
+        finally:
+            if not self._stop.is_set():  # ended unasked (its run failed): start anew
+                self._live = False
 
     def start(self) -> None:
         _hook_exit()
@@ -147,15 +159,22 @@ class ProcessService(Service[C]):
 
     def ensure_started(self) -> None:
         """Start the thread unless it runs; a thread that has just decided to end (idle) is
-        waited for first, so work handed over meanwhile is never left without a thread."""
-        if self.is_running and not self.stopping:
+        waited for first, so work handed over meanwhile is never left without a thread.
+
+        Called on every send that leaves a service work, so the common answer ("it runs")
+        is one attribute read: ``_live`` is set when the thread starts and cleared by
+        :meth:`stop` or by a ``run`` that decides to end (before it lets go of its work's
+        lock, so work handed over after that finds it cleared)."""
+        if self._live:
             return
         self.wait()
         self.start()
+        self._live = True
 
     def after_fork(self) -> None:
         """Forget the parent's state in a forked child (its work is the parent's to do)."""
         self.pid = os.getpid()
+        self._live = False
         self._stop = threading.Event()
         self._thread = None
         self._lock = threading.Lock()

@@ -191,10 +191,10 @@ def _configure(raw: Any, pid: int) -> dict[Any, _PreparingCursor | _CallCursor]:
     return cursors
 
 
-def django_connection(alias: str | None = None) -> Any:
-    """``django.db.connections[alias]`` (``PGQ["DATABASE"]`` by default), found cheaply
-    (:func:`pgq_django.seams.connection`)."""
-    return seams.connection(alias or settings.DATABASE)
+#: ``django.db.connections[alias]`` (``PGQ["DATABASE"]`` by default), found cheaply: the
+#: seam's own function (:func:`pgq_django.seams.connection`), called directly on every
+#: statement.
+django_connection = seams.connection
 
 
 def _inner_cursor(

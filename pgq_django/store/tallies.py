@@ -114,6 +114,7 @@ class CounterFlusher(ProcessService[CounterFlusherConfig]):
                     if not self.pending:
                         # Marked as stopping under the lock: an add() after this starts a
                         # new thread (ensure_started), one before it is written first.
+                        self._live = False
                         self._stop.set()
                         return
 

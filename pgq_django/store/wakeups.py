@@ -183,6 +183,7 @@ class WakeupFlusher(ProcessService[WakeupFlusherConfig]):
                 connections[alias].close()
 
     def stop(self) -> bool:
+        self._live = False
         self._stop.set()
         with self.cond:
             self.cond.notify_all()  # an idle thread waits on the condition, not the event
