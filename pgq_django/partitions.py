@@ -61,6 +61,7 @@ from .conf import settings
 from .exceptions import InvalidArgument
 from .models import Queue, SparkExport
 from .store import db
+from .store.notify import connection_params
 from .store.sql import partitions as statements
 from .store.sql.fragments import (
     LAST_MSG_ID,
@@ -693,11 +694,10 @@ def _upkeep_lock() -> Iterator[bool]:
     with it, which releases the lock. The steps run on Django's connection meanwhile, each
     in transactions of their own.
     """
-    from .store.notify import connection_params
-
     with psycopg.connect(**connection_params(), prepare_threshold=None) as conn:
         try:
-            yield bool(conn.execute(statements.TRY_UPKEEP_LOCK).fetchone()[0])  # type: ignore[index]
+            taken = db.run_dedicated(conn, statements.TRY_UPKEEP_LOCK).fetchone()
+            yield bool(taken and taken[0])
         finally:
             conn.rollback()
 

@@ -5,8 +5,8 @@ connection. A follower that misses it ends its transaction at once; the holder k
 transaction open while it leads and runs the maintenance duties (on Django's connection, not
 this one). When its process dies the connection closes, the transaction ends, the lock is
 released, and another worker takes over within a tick. The lock lives as long as that
-transaction, so its statements (:mod:`pgq_django.store.sql.leader`) run on it directly rather than
-through :mod:`pgq_django.store.db`.
+transaction, so its statements (:mod:`pgq_django.store.sql.leader`) run on that connection,
+through the runner's :func:`~pgq_django.store.db.run_dedicated`, not on Django's.
 
 A transaction-scoped lock, not a session one, so that election works behind a
 transaction-mode pooler (PgBouncer): the pooler keeps one server connection for a client for
@@ -27,6 +27,8 @@ from typing import Any
 import psycopg
 
 from ..services import Service, ServiceConfig
+from ..store import db
+from ..store.notify import connection_params
 from ..store.sql import leader as sql
 from . import maintenance
 
@@ -67,14 +69,12 @@ class Leader(Service[LeaderConfig]):
         return self._conn
 
     def try_elect(self) -> bool:
-        from ..store.notify import connection_params
-
         if self._conn is None or self._conn.closed:
             params = connection_params(self.alias)
             self._conn = psycopg.connect(**params, prepare_threshold=None)
             self.is_leader = False
         if not self.is_leader:
-            row = self._conn.execute(sql.TRY_LEADER_LOCK).fetchone()
+            row = db.run_dedicated(self._conn, sql.TRY_LEADER_LOCK).fetchone()
             self.is_leader = bool(row and row[0])
             if self.is_leader:
                 logger.info("event=leader_elected")
@@ -82,7 +82,7 @@ class Leader(Service[LeaderConfig]):
             else:
                 self._conn.rollback()  # a follower holds no transaction (nor pooled server)
         else:
-            self._conn.execute(sql.LEADER_PING)  # still in the transaction: still the holder
+            db.run_dedicated(self._conn, sql.LEADER_PING)  # in the transaction: still the holder
         return self.is_leader
 
     def run(self) -> None:
