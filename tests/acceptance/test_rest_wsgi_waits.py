@@ -87,8 +87,9 @@ def test_waiting_long_polls_hold_no_connection_and_the_cap_answers_503(wsgi_url,
         wait_until(lambda: waiting() == MAX_WAITS, what="every long-poll to wait")
         # Ten requests wait; each closed its connection. What remains is the process's
         # LISTEN connection and at most the head's lease of the moment.
+        # (Polled: on a loaded machine two waits' leases may overlap for a moment.)
         assert server_backends(listen=True) == 1
-        assert server_backends(listen=False) <= 1
+        wait_until(lambda: server_backends(listen=False) <= 1, what="one lease at most")
 
         refused = http.get(consume, timeout=60)
         assert refused.status_code == 503, refused.text
