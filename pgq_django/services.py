@@ -1,8 +1,8 @@
 """One start/stop base for every background duty pgq_django runs (River's ``BaseStartStop``).
 
 The worker's lease extender, notifier listener and leader, and the store's per-process
-duties (the counter flusher of :mod:`pgq_django.store.tallies`), each run on a thread of their
-own. :class:`Service` gives them the same life cycle, so each can be started, stopped and
+duties (the counter flusher, the trailing wake-ups and the LISTEN hub of
+:mod:`pgq_django.store`), each run on a thread of their own. :class:`Service` gives them the same life cycle, so each can be started, stopped and
 tested alone, and their owners compose them without knowing how any of them loops:
 
 - ``start()`` starts the thread (named, so it shows in thread dumps); starting a running
@@ -194,7 +194,7 @@ def process_services() -> list[ProcessService[Any]]:
 
 def stop_process_services() -> None:
     """Stop every process service, each doing its last work (at interpreter exit)."""
-    for service in _REGISTRY:
+    for service in list(_REGISTRY):  # a hub leaves the registry as it closes
         if service.pid != os.getpid():
             continue
         try:
