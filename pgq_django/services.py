@@ -2,8 +2,9 @@
 
 The worker's lease extender, notifier listener and leader, and the store's per-process
 duties (the counter flusher, the trailing wake-ups and the LISTEN hub of
-:mod:`pgq_django.store`), each run on a thread of their own. :class:`Service` gives them the same life cycle, so each can be started, stopped and
-tested alone, and their owners compose them without knowing how any of them loops:
+:mod:`pgq_django.store`), each run on a thread of their own. :class:`Service` gives them the
+same life cycle, so each can be started, stopped and tested alone, and their owners compose
+them without knowing how any of them loops:
 
 - ``start()`` starts the thread (named, so it shows in thread dumps); starting a running
   service does nothing, and a stopped one can be started again.
