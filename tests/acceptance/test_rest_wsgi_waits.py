@@ -106,5 +106,6 @@ def test_waiting_long_polls_hold_no_connection_and_the_cap_answers_503(wsgi_url,
     wait_until(lambda: waiting() == 0, what="the waits to end")
     wait_until(lambda: server_backends(listen=False) == 0, what="no connection held after")
     # A place freed: the next long-poll waits again rather than answering 503.
-    assert http.get(consume.replace("20", "0.2"), timeout=60).json()["data"] == []
+    short = consume.replace("wait_seconds=20", "wait_seconds=0.2")
+    assert http.get(short, timeout=60).json()["data"] == []
     http.close()
