@@ -103,6 +103,15 @@ if os.environ.get("DIRECT_DATABASE_URL"):
             )
 
 
+# A test that counts or ends PostgreSQL's backends of a process reads what a pooler hides:
+# behind PgBouncer (.ci/test-pgbouncer) the server connections are the pooler's, kept and
+# reused whatever the client did. Such a test runs on a direct connection (make test).
+needs_direct_server = pytest.mark.skipif(
+    bool(os.environ.get("DIRECT_DATABASE_URL")),
+    reason="counts or ends the server's backends, which a pooler keeps and reuses",
+)
+
+
 @pytest.fixture(autouse=True)
 def _close_listeners(django_db_blocker: Any) -> Iterator[None]:
     """LISTEN connections are cached per thread; close them so test databases can be dropped."""

@@ -21,7 +21,7 @@ from rest_framework.authtoken.models import Token
 import pgq_django as pgq
 from pgq_django.models import AccessKey
 from pgq_django.store.notify import connection_params
-from tests.conftest import wait_until
+from tests.conftest import needs_direct_server, wait_until
 from tests.http_server import (
     PASSWORD,
     SERVER_APP_NAME,
@@ -174,6 +174,7 @@ def terminate_server_connections() -> None:
         wait_until(gone, what="the server's backends to exit")
 
 
+@needs_direct_server
 def test_after_the_database_ends_every_connection_the_first_calls_succeed(
     server, make_queue, make_user
 ):

@@ -15,7 +15,7 @@ import requests
 from django.db import connection
 
 import pgq_django as pgq
-from tests.conftest import wait_until
+from tests.conftest import needs_direct_server, wait_until
 
 APP_NAME = "pgq-test-wsgi"
 MAX_WAITS = 10
@@ -69,6 +69,7 @@ def wsgi_url(spawn: Any, transactional_db: Any) -> Iterator[str]:
     wait_until(lambda: server_backends() == 0, what="runserver's backends to end")
 
 
+@needs_direct_server
 def test_waiting_long_polls_hold_no_connection_and_the_cap_answers_503(wsgi_url, make_user):
     from rest_framework.authtoken.models import Token
 
