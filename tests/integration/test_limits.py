@@ -18,6 +18,7 @@ import pgq_django as pgq
 from pgq_django.models import Message, QueueCounter
 from pgq_django.rest.exceptions import http_status
 from pgq_django.store.server_functions import statement_run_by
+from tests.conftest import wait_until
 
 
 def contents(queue: Any) -> tuple[list[Any], int]:
@@ -86,8 +87,8 @@ def test_send_with_wait_sends_as_soon_as_a_consumer_makes_room(queue_name):
 
     def consumer():
         try:
-            while len(attempts) < 2:  # the waiting send has found the queue full again
-                threading.Event().wait(0.01)
+            # The waiting send has found the queue full again (a deadline, not a guess).
+            wait_until(lambda: len(attempts) >= 2, what="the waiting send's second try")
             [m] = pgq.read(q)
             pgq.delete(q, m.receipt)
         finally:
