@@ -61,6 +61,19 @@ def is_ascii_digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+# A decimal number as text on the wire writes it: ASCII digits, an optional fraction.
+_ASCII_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+
+
+def is_ascii_decimal(text: str) -> bool:
+    """Whether ``text`` is a plain decimal number in ASCII ("12", "0.5", ".5").
+
+    ``float()`` also reads other scripts' digits, "1_0", surrounding spaces, exponents and
+    "inf"; a number of seconds in a query string or an option is none of those.
+    """
+    return _ASCII_DECIMAL.fullmatch(text) is not None
+
+
 @overload
 def seconds(
     value: Any, field: str, *, allow_none: Literal[False] = False, minimum: float = 0

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 
+from ..validation import is_ascii_digits
+
 
 def _whole_number(value: str, minimum: int) -> int:
     # ASCII digits only: int() would also read other scripts' digits and "1_000".
-    digits = value.removeprefix("-")
-    if not (digits.isascii() and digits.isdigit()):
+    if not is_ascii_digits(value.removeprefix("-")):
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number")
     number = int(value)
     if number < minimum:

@@ -8,7 +8,6 @@ imports Django: the executors have none.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,9 +19,6 @@ from .queries import TABLES
 
 OUTCOMES = ("acked", "dead", "expired", "cancelled", "archived")
 MAX_PARTITIONS = 10_000
-
-# A number of seconds as an option string writes it: ASCII digits, an optional decimal part.
-_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 
 
 def _lower(options: Mapping[str, Any]) -> dict[str, str]:
@@ -184,7 +180,7 @@ class ConsumeOptions:
         timeout = None
         if vt is not None:
             try:
-                if not _DECIMAL.fullmatch(vt):
+                if not v.is_ascii_decimal(vt):
                     raise ValueError(vt)
                 timeout = v.seconds(float(vt), "visibilityTimeout")
             except ValueError:

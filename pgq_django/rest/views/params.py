@@ -4,13 +4,12 @@ bounded."""
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
 from ...conf import settings
 from ...exceptions import InvalidArgument
-from ...validation import is_ascii_digits
+from ...validation import is_ascii_decimal, is_ascii_digits
 
 
 def whole(name: str, low: int, high: int) -> Callable[[str], int]:
@@ -24,14 +23,9 @@ def whole(name: str, low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-# A number of seconds as a query string writes it: ASCII digits with an optional decimal
-# part (float() would also read other scripts' digits, "1_0", spaces and "inf").
-_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
-
-
 def seconds(name: str, high: float) -> Callable[[str], float]:
     def parse(text: str) -> float:
-        value = float(text) if len(text) <= 32 and _SECONDS.fullmatch(text) else math.nan
+        value = float(text) if len(text) <= 32 and is_ascii_decimal(text) else math.nan
         if not math.isfinite(value) or not 0 <= value <= high:
             raise InvalidArgument(
                 f"{name} must be a number of seconds from 0 to {high:g}, not {text!r}.",
