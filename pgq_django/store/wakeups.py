@@ -183,11 +183,10 @@ class WakeupFlusher(ProcessService[WakeupFlusherConfig]):
                 connections[alias].close()
 
     def stop(self) -> bool:
-        self._live = False
         self._stop.set()
         with self.cond:
             self.cond.notify_all()  # an idle thread waits on the condition, not the event
-        return self.wait(self.config.stop_timeout)
+        return super().stop()
 
     def after_fork(self) -> None:
         # The parent's debts are the parent's to pay: a child starts from nothing.
