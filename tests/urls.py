@@ -2,18 +2,17 @@ from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 
+from pgq_django.store import notify
+
 
 def waiters(request: HttpRequest) -> JsonResponse:
-    """Test-only: how many waiters this server process's notify hub holds right now."""
-    from pgq_django.store import notify
-
-    return JsonResponse({"waiters": notify.hub().waiters()})
+    """Test-only: how many waiters this server process's notify hub holds right now (of the
+    queue named by ``?queue=``, or all)."""
+    return JsonResponse({"waiters": notify.hub().waiters(request.GET.get("queue"))})
 
 
 def wakeup_groups(request: HttpRequest) -> JsonResponse:
     """Test-only: how many wake-up groups this server process's notify hub holds."""
-    from pgq_django.store import notify
-
     return JsonResponse({"groups": notify.hub().groups(), "waiters": notify.hub().waiters()})
 
 

@@ -15,6 +15,7 @@ from ..conf import settings
 from ..exceptions import InvalidArgument
 from ..models import Message
 from ..types import Duration, MessageRef, MessageRefs, QueueRef
+from .delivery import release_leases
 from .recovery import has_dedup_id, recovers
 from .refs import message_manager, message_ref, message_refs, queue_missing
 from .sending import SendOptions, refuse_inside_atomic, send_one, send_trusted
@@ -139,7 +140,14 @@ def _poll(
     """The wait of :func:`read_with_poll` and its twin: leases with :func:`read`."""
     limit = v.quantity(qty)
     lease = partial(read, name, vt=vt, qty=limit, filters=filters)
-    return MessageWait(name, lease, seconds=wait, poll_interval=interval, limit=limit)
+    return MessageWait(
+        name,
+        lease,
+        seconds=wait,
+        poll_interval=interval,
+        limit=limit,
+        give_back=partial(release_leases, name),
+    )
 
 
 async def aread_with_poll(

@@ -23,6 +23,10 @@ wait owns four things, so that no transport has to know how any of them works:
   every pause; async: a callable returning an awaitable that completes when it is gone). The
   wait then stops without leasing again and raises :class:`ClientGone`. A wait that is
   cancelled (Django's ASGI handler cancels the view of a client that left) unregisters too.
+  A lease already running in the database thread when that happens cannot be stopped: the
+  wait lets it finish and hands what it found to ``give_back`` (the callers pass
+  ``pgq.release_leases``), so no message stays hidden for a lease nobody received, and it
+  leaves only then.
 
 What a lease is stays the caller's: ``lease`` is a function of no arguments that leases (a
 ``pgq.read`` with the caller's options) and returns what it found.
@@ -131,9 +135,11 @@ class MessageWait(Generic[T]):
         group: str | None = None,
         label: str | None = None,
         release: Callable[[], None] | None = None,
+        give_back: Callable[[list[T]], Any] | None = None,
         alias: str | None = None,
     ) -> None:
         self.queue = queue
+        self.give_back = give_back
         self.lease = lease
         self.deadline = Deadline.after(seconds)
         self.poll_interval = poll_interval
@@ -198,11 +204,10 @@ class MessageWait(Generic[T]):
         if disconnected is not None:
             return await until_disconnected(self.await_rest(), disconnected)
         interest = self._registered()
-        look = sync_to_async(self._look_and_release, thread_sensitive=True)
         found: list[T] = []
         while self.deadline.remaining() > 0:
             await interest.await_wakeup(self.pause())
-            found = await look()
+            found = await self._alook()
             if found:
                 break
         return found
@@ -237,7 +242,7 @@ class MessageWait(Generic[T]):
         await self.aregister()
         found: list[T] | None = None
         try:
-            found = await sync_to_async(self._look_and_release, thread_sensitive=True)()
+            found = await self._alook()
             if not found:
                 found = await self.await_rest()
         finally:
@@ -250,6 +255,20 @@ class MessageWait(Generic[T]):
         if self.interest is None:
             raise RuntimeError("register() the wait before waiting")
         return self.interest
+
+    async def _alook(self) -> list[T]:
+        """One lease, run in the database thread. Cancelled meanwhile, it waits for the lease
+        (a thread cannot be stopped) and gives back what it found before re-raising."""
+        running = asyncio.ensure_future(
+            sync_to_async(self._look_and_release, thread_sensitive=True)()
+        )
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            found = await _outlast(running)
+            if found and self.give_back is not None:
+                await sync_to_async(self.give_back, thread_sensitive=True)(found)
+            raise
 
     def _look_and_release(self) -> list[T]:
         found = self.look()
@@ -273,36 +292,11 @@ class MessageWait(Generic[T]):
         hub.wake_keys(interest, ready)
 
 
-def wait_for_messages(
-    queue: str,
-    lease: Callable[[], list[T]],
-    *,
-    seconds: float,
-    poll_interval: float,
-    limit: int,
-    release: Callable[[], None] | None = None,
-    disconnected: Callable[[], bool] | None = None,
-) -> list[T]:
-    """Lease with ``lease`` until it finds something or ``seconds`` pass, waiting on this
-    thread for the queue's wake-ups (re-checking every ``poll_interval`` seconds)."""
-    wait = MessageWait(
-        queue, lease, seconds=seconds, poll_interval=poll_interval, limit=limit, release=release
-    )
-    return wait.consume(disconnected)
-
-
-async def await_messages(
-    queue: str,
-    lease: Callable[[], list[T]],
-    *,
-    seconds: float,
-    poll_interval: float,
-    limit: int,
-    release: Callable[[], None] | None = None,
-    disconnected: Callable[[], Awaitable[Any]] | None = None,
-) -> list[T]:
-    """:func:`wait_for_messages` on the event loop; ``lease`` runs in the database thread."""
-    wait = MessageWait(
-        queue, lease, seconds=seconds, poll_interval=poll_interval, limit=limit, release=release
-    )
-    return await wait.aconsume(disconnected)
+async def _outlast(running: asyncio.Future[list[T]]) -> list[T]:
+    """What ``running`` found, awaited through further cancellations (nothing if it failed)."""
+    while not running.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(running)
+    if running.cancelled() or running.exception() is not None:
+        return []
+    return running.result()

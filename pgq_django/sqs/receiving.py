@@ -19,6 +19,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.db import close_old_connections
@@ -113,6 +114,7 @@ class Receive:
             poll_interval=POLL_INTERVAL,
             limit=self.qty,
             release=close_old_connections,
+            give_back=partial(pgq.release_leases, self.queue.name),
         )
         try:
             self.messages = await waiting.aconsume(disconnected)

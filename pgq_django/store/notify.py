@@ -331,13 +331,16 @@ class Hub(ProcessService[ServiceConfig]):
         with self._waiters_lock:
             return sum(len(groups) for groups in self._groups.values())
 
-    def waiters(self) -> int:
-        """How many interests are registered (each counted once)."""
+    def waiters(self, queue: str | None = None) -> int:
+        """How many interests are registered (each counted once), for ``queue`` or all."""
         with self._waiters_lock:
-            found = {i for group in self._interests.values() for i in group}
-            for groups in self._groups.values():
-                for members in groups.values():
-                    found.update(members)
+            found = {
+                i for q, group in self._interests.items() if queue in (None, q) for i in group
+            }
+            for q, groups in self._groups.items():
+                if queue in (None, q):
+                    for members in groups.values():
+                        found.update(members)
             return len(found)
 
     @staticmethod

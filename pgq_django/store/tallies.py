@@ -74,6 +74,9 @@ class CounterFlusher(ProcessService[CounterFlusherConfig]):
     def __init__(self, config: CounterFlusherConfig | None = None) -> None:
         super().__init__(config or CounterFlusherConfig())
         self.sums_lock = threading.Lock()
+        # Held while sums are taken and written: a reader's flush waits for a write the
+        # thread has already taken the sums for, so it never reads the counters between.
+        self.write_lock = threading.Lock()
         self.pending: dict[_Where, dict[_Key, int]] = {}
 
     def add(self, alias: str, queue_id: int, kind: str, n: int) -> None:
@@ -119,8 +122,15 @@ class CounterFlusher(ProcessService[CounterFlusherConfig]):
                         return
 
     def flush(self, alias: str | None = None) -> bool:
-        """Write the pending sums (of ``alias``, or all); True when there were any."""
-        taken = self.take(alias)
+        """Write the pending sums (of ``alias``, or all); True when there were any.
+
+        Returns once every sum added before the call is committed, including sums the
+        thread took for its own write a moment earlier.
+        """
+        with self.write_lock:
+            return self._write(self.take(alias))
+
+    def _write(self, taken: dict[_Where, dict[_Key, int]]) -> bool:
         for where, sums in taken.items():
             db_alias, counted_in = where
             if _database_name(db_alias) != counted_in:
@@ -145,6 +155,7 @@ class CounterFlusher(ProcessService[CounterFlusherConfig]):
         # The parent's sums are the parent's to write: a child starts from nothing.
         super().after_fork()
         self.sums_lock = threading.Lock()
+        self.write_lock = threading.Lock()
         self.pending = {}
 
     def shutdown(self) -> None:
@@ -190,6 +201,12 @@ def _autocommit(alias: str) -> bool:
     return bool(conn.autocommit) and not conn.in_atomic_block
 
 
+def _outside_transaction(alias: str) -> bool:
+    """No transaction of the caller's is open: autocommit, or not connected yet."""
+    conn = django_connection(alias)
+    return conn.connection is None or _autocommit(alias)
+
+
 def add(alias: str, queue_id: int, kind: str, n: int) -> None:
     """Count ``n`` events of ``kind`` on a queue, from a statement that has committed."""
     if n:
@@ -199,6 +216,6 @@ def add(alias: str, queue_id: int, kind: str, n: int) -> None:
 def flush(alias: str | None = None) -> None:
     """Write this process's pending sums now, unless that would join a transaction of the
     caller's (its rollback would lose them); readers of the counters call this first."""
-    if alias is not None and not _autocommit(alias):
+    if alias is not None and not _outside_transaction(alias):
         return
     flusher.flush(alias)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import threading
 
 import pytest
 from django.db import connections, transaction
@@ -12,6 +13,7 @@ from django.db.models import Sum
 import pgq_django as pgq
 from pgq_django.models import QueueCounter
 from pgq_django.store import tallies
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,6 +36,44 @@ def test_autocommit_counts_reach_the_metrics_and_the_counter_rows(make_queue):
     assert (_stored(q, "sent"), _stored(q, "acked")) == (5, 3)
     # One row per queue, kind and minute, not one per statement.
     assert QueueCounter.objects.filter(queue=q, kind="sent").count() <= 2
+
+
+def test_a_reader_waits_for_sums_the_thread_took_and_is_still_writing(make_queue):
+    """The flusher thread may take the sums just before a reader's own flush: the reader
+    then finds nothing to write, and must not read the counters before that write commits."""
+    q = make_queue()
+    holder = connections.create_connection("default")
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:  # the thread's insert waits behind this lock
+            cursor.execute("LOCK TABLE pgq_queue_counter IN SHARE MODE")
+        pgq.send(q, {"n": 1})
+        def write() -> None:  # as the pgq-tallies thread does
+            try:
+                tallies.flusher.flush()
+            finally:
+                connections.close_all()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        wait_until(lambda: not tallies.flusher.pending, what="a writer to take the sums")
+        seen: list[int] = []
+
+        def read() -> None:
+            try:
+                seen.append(pgq.metrics(q).total_messages)
+            finally:
+                connections.close_all()
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join(0.5)  # long enough for a reader that does not wait to have read 0
+    finally:
+        holder.rollback()
+        holder.close()
+    writer.join(30)
+    reader.join(30)
+    assert seen == [1]
 
 
 def test_counts_inside_a_transaction_roll_back_with_it(make_queue):

@@ -7,19 +7,19 @@ import threading
 import time
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connection, connections
 
 import pgq_django as pgq
 from pgq_django.store import notify
 from tests.conftest import wait_until
+from tests.http_server import SERVER_APP_NAME
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def listen_backends() -> int:
     """LISTEN connections of this process (a live REST server's own hub is left out)."""
-    from tests.http_server import SERVER_APP_NAME
-
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
@@ -89,8 +89,6 @@ def test_a_notification_for_another_queue_does_not_wake_a_waiter(queue_name, mak
 
 
 def test_async_waiters_share_the_listener_with_threads(queue_name):
-    from asgiref.sync import sync_to_async
-
     pgq.create_queue(queue_name)
 
     async def scenario() -> list[int]:
@@ -281,3 +279,47 @@ def test_ready_labels_names_the_labels_a_read_would_find_without_leasing(queue_n
     assert pgq.metrics(queue_name).in_flight == 1  # nothing leased by asking
     pgq.pause_queue(queue_name)
     assert ready.ready_labels(["a", None]) == set()
+
+
+def test_a_poll_cancelled_while_its_lease_runs_gives_back_what_the_lease_found(queue_name):
+    """The lease runs in a thread that a cancellation cannot stop: what it leases for a
+    caller that is gone is handed back, visible at once, its delivery not counted."""
+    pgq.create_queue(queue_name)
+    pgq.send(queue_name, "kept")
+    holder = connections.create_connection("default")
+    holder.inc_thread_sharing()  # asked from the event loop's helper threads below
+    holder.set_autocommit(False)
+    with holder.cursor() as cursor:  # the poll's first lease waits behind this lock
+        cursor.execute("LOCK TABLE pgq_message IN ACCESS EXCLUSIVE MODE")
+
+    def lease_waits() -> bool:
+        with holder.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                " WHERE NOT l.granted AND c.relname = 'pgq_message'"
+            )
+            return int(cursor.fetchone()[0]) > 0
+
+    async def scenario() -> None:
+        poll = asyncio.create_task(
+            pgq.aread_with_poll(queue_name, vt=600, max_poll_seconds=20, poll_interval_ms=50)
+        )
+        try:
+            deadline = time.monotonic() + 20
+            while not await sync_to_async(lease_waits, thread_sensitive=False)():
+                assert time.monotonic() < deadline, "the lease never reached the lock"
+                await asyncio.sleep(0.01)
+            poll.cancel()
+        finally:
+            await sync_to_async(holder.rollback, thread_sensitive=False)()
+        with pytest.raises(asyncio.CancelledError):
+            await poll
+        await sync_to_async(connections.close_all)()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        holder.dec_thread_sharing()
+        holder.close()
+    again = pgq.read(queue_name, vt=0, qty=10)
+    assert [(m.message, m.read_ct) for m in again] == [("kept", 1)]

@@ -314,6 +314,7 @@ class LongPoll:
             group="rest",
             label=(options["filters"] or {}).get("label"),
             release=close_connections if self.own_thread else None,
+            give_back=partial(pgq.release_leases, queue),
         )
         self.waiting.register(loop)
 

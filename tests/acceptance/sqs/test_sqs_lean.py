@@ -120,8 +120,9 @@ def test_a_long_poll_whose_client_goes_away_stops_and_leases_nothing(
     pgq.purge_queue(name)
     base = sqs_endpoint.removesuffix("/sqs/")
 
-    def waiters() -> int:
-        return int(requests.get(base + "/_test/waiters", timeout=30).json()["waiters"])
+    def waiters() -> int:  # this queue's only: another test's poll may still be ending
+        answer = requests.get(base + "/_test/waiters", params={"queue": name}, timeout=30)
+        return int(answer.json()["waiters"])
 
     wait = 20  # SQS's longest: the poll ends long before unless the disconnect ends it
     url, headers, body = _signed(
