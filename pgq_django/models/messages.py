@@ -38,6 +38,10 @@ class MessageFields(models.Model):
     max_retries = models.IntegerField(null=True, blank=True)
     retry_delay = models.FloatField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # When a PGMQ read last leased the message (PGMQ's message_record.last_read_at): NULL
+    # until the first read through the PGMQ SQL interface (pgq_django.pgmq), which keeps it.
+    # After MESSAGE_COLUMNS, so the hot-path statements leave it out and it loads on access.
+    last_read_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         abstract = True
