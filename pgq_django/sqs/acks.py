@@ -7,7 +7,7 @@ out a consumer whose lease ran out and whose message was received again since:
   "you must provide the most recently received receipt handle … otherwise, the request
   succeeds, but the message will not be deleted"); the newest handle deletes it.
 * ChangeMessageVisibility with a stale handle, or for a message already deleted, answers
-  ReceiptHandleIsInvalid.
+  InvalidParameterValue, "The receipt handle has expired", as SQS does.
 * A handle that is not a receipt at all answers ReceiptHandleIsInvalid.
 
 All need the ``read`` right on the queue.
@@ -33,16 +33,18 @@ def _receipt(handle: Any) -> pgq.Receipt:
     found = _RECEIPT_RE.fullmatch(handle) if isinstance(handle, str) else None
     if found is None or int(found[1]) >= 2**63 or int(found[2]) >= 2**31:
         raise SqsError(
-            "ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid one.'
+            "ReceiptHandleIsInvalid",
+            f'The input receipt handle "{handle}" is not a valid receipt handle.',
         )
     return pgq.Receipt(int(found[1]), int(found[2]))
 
 
 def _expired(handle: str) -> SqsError:
-    return SqsError(
-        "ReceiptHandleIsInvalid",
-        f'The receipt handle "{handle}" has expired: the message was deleted or received '
-        "again since.",
+    """SQS's answer to a well-formed handle of a delivery that is over (the message was
+    deleted or received again since)."""
+    return invalid(
+        f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle "
+        "has expired."
     )
 
 

@@ -1,7 +1,9 @@
 """The rules every SQS batch request shares: 1-10 entries with distinct, well-formed ids.
 
 A request that breaks them is refused as a whole (nothing is done); otherwise each entry
-succeeds or fails on its own and the answer lists both (``Successful`` / ``Failed``).
+succeeds or fails on its own and the answer lists both (``Successful`` / ``Failed``). The
+errors are worded as SQS words them (an empty batch names the action's entry type,
+``SendMessageBatchRequestEntry``), since clients match on the text.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ _ENTRY_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
 def batch_entries(call: Call) -> list[dict[str, Any]]:
     entries = call.entries("Entries")
     if not entries:
-        raise SqsError(EMPTY_BATCH, "There should be at least one entry in the request.")
+        raise SqsError(
+            EMPTY_BATCH, f"There should be at least one {call.action}RequestEntry in the request."
+        )
     if len(entries) > MAX_ENTRIES:
         raise SqsError(
             TOO_MANY_ENTRIES,

@@ -141,6 +141,13 @@ PGQ_ERROR_CODES: dict[type[PgqError], str] = {
 }
 DEFAULT_CODE = "InvalidParameterValue"
 
+# Codes whose message SQS words the same whatever the request: its own text replaces the
+# PgqError's, so clients and SDK retries that match on it find it (and an answer about a
+# queue the caller may not see says nothing a missing queue's answer would not).
+FIXED_MESSAGES: dict[str, str] = {
+    NON_EXISTENT_QUEUE: "The specified queue does not exist.",
+}
+
 
 def sqs_code(error: type[PgqError] | PgqError) -> str:
     """The SQS code of a PgqError (class or instance): the first class of its MRO listed in
@@ -154,8 +161,15 @@ def sqs_code(error: type[PgqError] | PgqError) -> str:
 
 
 def from_pgq_error(exc: PgqError) -> SqsError:
-    """The SQS form of any PgqError, by :func:`sqs_code`."""
-    return SqsError(sqs_code(exc), exc.message)
+    """The SQS form of any PgqError, by :func:`sqs_code`, in SQS's words where SQS has
+    fixed ones (:data:`FIXED_MESSAGES`)."""
+    code = sqs_code(exc)
+    return SqsError(code, FIXED_MESSAGES.get(code, exc.message))
+
+
+def no_such_queue() -> SqsError:
+    """What SQS answers for a queue URL or name that names no queue the caller may use."""
+    return SqsError(NON_EXISTENT_QUEUE, FIXED_MESSAGES[NON_EXISTENT_QUEUE])
 
 
 def invalid(message: str) -> SqsError:

@@ -48,15 +48,18 @@ def check_text(text: str, what: str) -> str:
 def _attribute(name: str, value: Any, *, system: bool) -> dict[str, str]:
     """One attribute in wire shape, checked as SQS checks it."""
     if not isinstance(value, dict):
-        raise invalid(f"The message attribute '{name}' must be an object.")
+        raise invalid(f"The message (user) attribute '{name}' must contain a non-empty value.")
     data_type = value.get("DataType")
     if not isinstance(data_type, str) or not data_type:
-        raise invalid(f"The message attribute '{name}' must contain a DataType.")
+        raise invalid(
+            f"The message (user) attribute '{name}' must contain a non-empty message attribute "
+            "type."
+        )
     found = _TYPE_RE.fullmatch(data_type)
     if found is None:
         raise invalid(
-            f"The type of message attribute '{name}' is invalid: {data_type!r}. Use String, "
-            "Number or Binary, optionally followed by '.' and a custom label."
+            f"The type of message (user) attribute '{name}' is invalid. You must use only the "
+            "following supported type prefixes: Binary, Number, String."
         )
     if value.get("StringListValues") or value.get("BinaryListValues"):
         raise invalid("Message attribute list values are not supported.")
@@ -69,15 +72,15 @@ def _attribute(name: str, value: Any, *, system: bool) -> dict[str, str]:
             decoded = b""
         if not decoded:
             raise invalid(
-                f"The message attribute '{name}' with type 'Binary' must contain a non-empty "
-                "base64-encoded BinaryValue."
+                f"Message (user) attribute '{name}' must contain a non-empty value of type "
+                f"'{data_type}'."
             )
         return {"DataType": data_type, "BinaryValue": base64.b64encode(decoded).decode()}
     text = value.get("StringValue")
     if not isinstance(text, str) or not text:
         raise invalid(
-            f"The message attribute '{name}' must contain a non-empty message attribute value "
-            f"for message attribute type '{base}'."
+            f"Message (user) attribute '{name}' must contain a non-empty value of type "
+            f"'{data_type}'."
         )
     check_text(text, f"message attribute '{name}'")
     if base == "Number":
@@ -86,10 +89,34 @@ def _attribute(name: str, value: Any, *, system: bool) -> dict[str, str]:
         except InvalidOperation:
             number = None
         if number is None or not number.is_finite() or abs(number.adjusted()) > 126:
-            raise invalid(f"Can't cast the value of message attribute '{name}' to a number.")
+            raise invalid(f"Can't cast the value of message (user) attribute '{name}' to a number.")
     if system and name == "AWSTraceHeader" and base != "String":
         raise invalid("The AWSTraceHeader system attribute must be of type String.")
     return {"DataType": data_type, "StringValue": text}
+
+
+def _check_name(name: Any) -> None:
+    """A message attribute's name, refused in SQS's words."""
+    if not isinstance(name, str) or not name.strip():
+        raise invalid("The request must contain non-empty message (user) attribute names.")
+    if len(name.encode("utf-8", "surrogatepass")) > 256:
+        raise invalid("Message (user) attribute name must be shorter than 256 bytes.")
+    if name.lower().startswith(("aws.", "amazon.")):
+        raise invalid(
+            "You can't use message attribute names beginning with 'AWS.' or 'Amazon'. These "
+            "strings are reserved for internal use."
+        )
+    if name.startswith("."):
+        raise invalid("Message (user) attribute name must not begin with character '.'.")
+    if name.endswith("."):
+        raise invalid("Message (user) attribute name must not end with character '.'.")
+    if ".." in name:
+        raise invalid("Message (user) attribute name must not have successive '.' characters.")
+    if not _NAME_RE.fullmatch(name):
+        raise invalid(
+            f"Message (user) attribute name '{name}' can only contain alphanumeric "
+            "characters, hyphens, underscores and periods."
+        )
 
 
 def parse_attributes(value: Any, *, system: bool = False) -> dict[str, dict[str, str]]:
@@ -109,19 +136,8 @@ def parse_attributes(value: Any, *, system: bool = False) -> dict[str, dict[str,
         if system:
             if name not in SYSTEM_ATTRIBUTES_FOR_SENDS:
                 raise invalid(f"Message system attribute name '{name}' is invalid.")
-        elif (
-            not isinstance(name, str)
-            or not _NAME_RE.fullmatch(name)
-            or name.lower().startswith(("aws.", "amazon."))
-            or name.startswith(".")
-            or name.endswith(".")
-            or ".." in name
-        ):
-            raise invalid(
-                f"Message attribute name '{name}' is invalid: use 1-256 letters, digits, '_', "
-                "'-' and '.', not starting with AWS. or Amazon., without '..' and not starting "
-                "or ending with '.'."
-            )
+        else:
+            _check_name(name)
         out[name] = _attribute(name, attribute, system=system)
     return out
 
@@ -160,12 +176,15 @@ def _wire_value(value: Any) -> dict[str, str]:
 
 
 def from_stored(stored: Any, wanted: list[str]) -> dict[str, dict[str, str]]:
-    """The stored attributes a ReceiveMessage asked for (MessageAttributeNames: ``All``,
-    ``.*``, exact names, or ``prefix.*``), in wire shape."""
+    """The stored attributes a ReceiveMessage asked for, in wire shape.
+
+    MessageAttributeNames as SQS reads them: ``All`` or ``.*`` for every attribute, a name
+    for itself, and ``prefix.*`` for every name starting with the characters before ``.*``
+    (``Custom.*`` selects ``Custom.colour`` and ``CustomerId`` alike)."""
     if not wanted or not isinstance(stored, dict):
         return {}
     every = "All" in wanted or ".*" in wanted
-    prefixes = tuple(w[:-1] for w in wanted if w.endswith(".*") and w != ".*")
+    prefixes = tuple(w[:-2] for w in wanted if w.endswith(".*"))
     exact = set(wanted)
     return {
         name: _wire_value(value)

@@ -1,7 +1,7 @@
 """Reading an SQS request: typed parameters, queue URLs and ARNs, pagination tokens.
 
 Every check raises the SqsError SQS itself answers (MissingParameter, InvalidParameterValue,
-InvalidAddress, QueueDoesNotExist), before anything is changed.
+QueueDoesNotExist), before anything is changed.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from ..conf import settings
 from .auth import Caller
-from .errors import NON_EXISTENT_QUEUE, SqsError, invalid, missing
+from .errors import SqsError, invalid, missing, no_such_queue
 
 _QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
 _ARN_RE = re.compile(r"arn:aws[a-z-]*:sqs:[a-z0-9-]*:(?P<account>[0-9]{1,32}):(?P<name>[^:/]+)")
@@ -142,16 +142,21 @@ class Call:
 
 
 def queue_name_from_url(url: str, account: str) -> str:
+    """The queue a QueueUrl names: a queue URL of this site's account, or, as SQS accepts
+    it, a bare queue name. Anything else (another account's URL, a malformed one, text that
+    could name no queue) is SQS's answer for a missing queue, 400 NonExistentQueue."""
+    if _QUEUE_NAME_RE.fullmatch(url):
+        return url
     try:
         parts = urlsplit(url)
     except ValueError:  # not a URL at all (an unclosed IPv6 bracket, a bad port)
-        parts = None
-    segments = [s for s in parts.path.split("/") if s] if parts is not None else []
-    if parts is None or parts.scheme not in ("http", "https") or len(segments) < 2:
-        raise SqsError("InvalidAddress", f"The address {url} is not valid for this endpoint.")
+        raise no_such_queue() from None
+    segments = [s for s in parts.path.split("/") if s]
+    if parts.scheme not in ("http", "https") or len(segments) < 2:
+        raise no_such_queue()
     owner, name = segments[-2], segments[-1]
     if owner != account or not _QUEUE_NAME_RE.fullmatch(name):
-        raise SqsError(NON_EXISTENT_QUEUE, "The specified queue does not exist.")
+        raise no_such_queue()
     return name
 
 
@@ -163,8 +168,16 @@ def queue_name_from_arn(arn: Any, parameter: str, account: str) -> str:
             f"Value {arn!r} for parameter {parameter} is invalid. Reason: not an SQS ARN."
         )
     if found["account"] != account:
-        raise SqsError("ResourceNotFoundException", f"The resource {arn} does not exist.")
+        raise resource_not_found(parameter)
     return found["name"]
+
+
+def resource_not_found(parameter: str) -> SqsError:
+    """SQS's answer to an ARN of a move task that names no queue the caller may use."""
+    return SqsError(
+        "ResourceNotFoundException",
+        f"The resource that you specified for the {parameter} parameter doesn't exist.",
+    )
 
 
 def encode_token(after: str) -> str:

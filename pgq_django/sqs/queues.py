@@ -22,11 +22,19 @@ import pgq_django as pgq
 
 from .. import access
 from . import attributes
-from .errors import NON_EXISTENT_QUEUE, SqsError, invalid
-from .params import Call, decode_token, encode_token, queue_name_from_arn
+from .errors import SqsError, invalid, missing, no_such_queue
+from .params import Call, decode_token, encode_token, queue_name_from_arn, resource_not_found
 
 _QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
 MAX_LIST = 1000
+# CreateQueue's answers to a name it refuses, in SQS's words (by whether FifoQueue=true).
+_NAME_RULES = {
+    False: "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length",
+    True: (
+        "The name of a FIFO queue can only include alphanumeric characters, hyphens, or "
+        "underscores, must end with .fifo suffix and be 1 to 80 in length."
+    ),
+}
 
 
 def sees(user: Any, queue: Any) -> bool:
@@ -64,19 +72,11 @@ def get_queue(call: Call, right: str | None, name: str | None = None) -> Any:
 
 def create_queue(call: Call) -> dict[str, Any]:
     name = call.string("QueueName", required=True, max_length=100)
-    if not _QUEUE_NAME_RE.fullmatch(name):
-        raise invalid(
-            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in "
-            "length, and a FIFO queue's name ends in .fifo."
-        )
     wanted = call.string_map("Attributes")
     tags = call.string_map("tags")
-    fifo = name.endswith(".fifo")
-    if fifo != (wanted.get("FifoQueue", "false").lower() == "true"):
-        raise invalid(
-            "The name of a FIFO queue must end with the .fifo suffix and the queue must be "
-            "created with the attribute FifoQueue=true; a standard queue's name must not."
-        )
+    fifo = wanted.get("FifoQueue", "false").lower() == "true"
+    if not _QUEUE_NAME_RE.fullmatch(name) or name.endswith(".fifo") != fifo:
+        raise invalid(_NAME_RULES[fifo])
     try:
         existing = pgq.get_queue(name)
     except pgq.QueueNotFound:
@@ -118,7 +118,7 @@ def get_queue_url(call: Call) -> dict[str, Any]:
     name = call.string("QueueName", required=True, max_length=100)
     owner = call.string("QueueOwnerAWSAccountId")
     if not _QUEUE_NAME_RE.fullmatch(name) or owner not in (None, call.account):
-        raise SqsError(NON_EXISTENT_QUEUE, "The specified queue does not exist.")
+        raise no_such_queue()
     get_queue(call, None, name)
     return {"QueueUrl": call.queue_url(name)}
 
@@ -179,7 +179,9 @@ def set_queue_attributes(call: Call) -> dict[str, Any]:
 
 def tag_queue(call: Call) -> dict[str, Any]:
     queue = get_queue(call, "manage")
-    tags = call.string_map("Tags", required=True)
+    tags = call.string_map("Tags")
+    if not tags:  # SQS refuses an empty map as it refuses a missing one
+        raise missing("Tags")
     pgq.alter_queue(queue.name, tags={**queue.tags, **tags})
     return {}
 
@@ -187,8 +189,10 @@ def tag_queue(call: Call) -> dict[str, Any]:
 def untag_queue(call: Call) -> dict[str, Any]:
     queue = get_queue(call, "manage")
     if "TagKeys" not in call.params:
-        raise SqsError("MissingParameter", "The request must contain the parameter TagKeys.")
+        raise missing("TagKeys")
     gone = set(call.strings("TagKeys"))
+    if not gone or not all(1 <= len(key) <= 128 for key in gone):
+        raise invalid("Tag keys must be between 1 and 128 characters in length.")
     pgq.alter_queue(queue.name, tags={k: v for k, v in queue.tags.items() if k not in gone})
     return {}
 
@@ -243,6 +247,7 @@ def start_message_move_task(call: Call) -> dict[str, Any]:
     source_arn = call.string("SourceArn", required=True, max_length=300)
     destination_arn = call.string("DestinationArn", max_length=300)
     call.integer("MaxNumberOfMessagesPerSecond", 1, 500)
+    source = None
     try:
         source_name = queue_name_from_arn(source_arn, "SourceArn", call.account)
         source = get_queue(call, "manage", source_name)
@@ -250,8 +255,8 @@ def start_message_move_task(call: Call) -> dict[str, Any]:
         if destination_arn is not None:
             name = queue_name_from_arn(destination_arn, "DestinationArn", call.account)
             destination = get_queue(call, "write", name)
-    except pgq.QueueNotFound as exc:
-        raise SqsError("ResourceNotFoundException", exc.message) from None
+    except pgq.QueueNotFound:
+        raise resource_not_found("SourceArn" if source is None else "DestinationArn") from None
     if destination is not None:
         moved = pgq.redrive(source.name, to=destination.name)
     else:

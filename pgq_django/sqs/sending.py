@@ -3,8 +3,13 @@
 A message is checked completely before anything is sent: body characters and size (body
 plus attributes, against the queue's MaximumMessageSize), attributes, delay, and the FIFO
 rules (MessageGroupId required; MessageDeduplicationId required unless the queue
-deduplicates by content, which then uses the SHA-256 of the body). A duplicate within five
-minutes is accepted and answers the first message's id, as SQS does.
+deduplicates by content, which then uses the SHA-256 of the body; a DelaySeconds other
+than 0 refused). A duplicate within five minutes is accepted and answers the first
+message's id, as SQS does.
+
+A batch is refused as a whole, as SQS refuses it, when its entries together exceed 1 MiB
+or, on a FIFO queue, an entry lacks its MessageGroupId or deduplication id; any other
+mistake fails its own entry.
 
 A batch sends each run of consecutive entries with the same options (attributes, delay,
 group, no deduplication id) as one batch (``pgq.send_batch``'s path): one round trip for
@@ -36,6 +41,10 @@ from .queues import get_queue
 MAX_DELAY = 900
 MAX_BATCH_BYTES = 1024 * 1024
 _FIFO_ID_RE = re.compile(r"[\x21-\x7e]{1,128}")
+NO_DEDUP_ID = (
+    "The queue should either have ContentBasedDeduplication enabled or "
+    "MessageDeduplicationId provided explicitly"
+)
 
 # Message headers where the SQS endpoint keeps what it alone knows about a message. They
 # are in the reserved ``pgq_`` namespace, which every user send surface (Python, REST,
@@ -85,6 +94,13 @@ def sequence_number(msg_id: int) -> str:
     return str(msg_id).zfill(20)
 
 
+def _not_for_this_queue_type(parameter: str, value: object) -> SqsError:
+    return invalid(
+        f"Value {value} for parameter {parameter} is invalid. Reason: The request include "
+        "parameter that is not valid for this queue type."
+    )
+
+
 def _fifo_id(source: dict[str, Any], name: str) -> str | None:
     value = source.get(name)
     if value is None:
@@ -126,26 +142,17 @@ def prepare(
     group = _fifo_id(source, "MessageGroupId")
     dedup_id = _fifo_id(source, "MessageDeduplicationId")
     if queue.fifo:
-        if delay is not None:
-            raise invalid(
-                "Value for parameter DelaySeconds is invalid. Reason: The request include "
-                "parameter that is not valid for this queue type (per-message delays are "
-                "not supported on FIFO queues)."
-            )
+        if delay:  # SQS accepts an explicit 0 and refuses only a delay
+            raise _not_for_this_queue_type("DelaySeconds", delay)
+        delay = None
         if group is None:
             raise missing("MessageGroupId")
         if dedup_id is None:
             if not queue.content_based_deduplication:
-                raise invalid(
-                    "The queue should either have ContentBasedDeduplication enabled or "
-                    "MessageDeduplicationId provided explicitly."
-                )
+                raise invalid(NO_DEDUP_ID)
             dedup_id = hashlib.sha256(body.encode("utf-8")).hexdigest()
     elif dedup_id is not None:
-        raise invalid(
-            "Value for parameter MessageDeduplicationId is invalid. Reason: The request "
-            "include parameter that is not valid for this queue type."
-        )
+        raise _not_for_this_queue_type("MessageDeduplicationId", dedup_id)
     headers = {SENDER_HEADER: caller_key}
     if "AWSTraceHeader" in system:
         headers[TRACE_HEADER] = system["AWSTraceHeader"]["StringValue"]
@@ -194,9 +201,48 @@ def _runs(items: list[Outgoing]) -> list[list[Outgoing]]:
     return runs
 
 
+def _entry_size(entry: dict[str, Any]) -> int:
+    """What an entry counts toward the 1 MiB a batch may carry, read leniently (the
+    entry's own checks come later): its body's bytes plus its attributes' names, types and
+    values."""
+    body = entry.get("MessageBody")
+    size = len(body.encode("utf-8", "surrogatepass")) if isinstance(body, str) else 0
+    attributes = entry.get("MessageAttributes")
+    if isinstance(attributes, dict):
+        for name, value in attributes.items():
+            size += len(str(name).encode("utf-8", "surrogatepass"))
+            if isinstance(value, dict):
+                size += sum(
+                    len(item.encode("utf-8", "surrogatepass"))
+                    for key in ("DataType", "StringValue", "BinaryValue")
+                    if isinstance(item := value.get(key), str)
+                )
+    return size
+
+
+def _check_batch(queue: Any, entries: list[dict[str, Any]]) -> None:
+    """The checks SQS makes of a batch as a whole, refusing the request (nothing is sent):
+    the entries' total size, and on a FIFO queue each entry's group and deduplication id."""
+    total = sum(_entry_size(entry) for entry in entries)
+    if total > MAX_BATCH_BYTES:
+        raise SqsError(
+            BATCH_TOO_LONG,
+            f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent "
+            f"{total} bytes.",
+        )
+    if not queue.fifo:
+        return
+    for entry in entries:
+        if entry.get("MessageGroupId") is None:
+            raise invalid("The request must contain the parameter MessageGroupId.")
+        if entry.get("MessageDeduplicationId") is None and not queue.content_based_deduplication:
+            raise invalid(NO_DEDUP_ID)
+
+
 def send_message_batch(call: Call) -> dict[str, Any]:
     entries = batch_entries(call)
     queue = get_queue(call, "write")
+    _check_batch(queue, entries)
     ready: list[Outgoing] = []
     failed: list[dict[str, Any]] = []
     for entry in entries:
@@ -204,13 +250,6 @@ def send_message_batch(call: Call) -> dict[str, Any]:
             ready.append(prepare(queue, entry, call.caller.key_id, entry_id=entry["Id"]))
         except SqsError as exc:
             failed.append(exc.as_batch_entry(entry["Id"]))
-    total = sum(item.size for item in ready)
-    if total > MAX_BATCH_BYTES:
-        raise SqsError(
-            BATCH_TOO_LONG,
-            f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent "
-            f"{total} bytes.",
-        )
     sent: dict[str, dict[str, Any]] = {}
     for run in _runs(ready):
         try:

@@ -265,9 +265,9 @@ def test_unknown_queues_and_foreign_accounts_do_not_exist(sqs, new_name):
             sqs.send_message(QueueUrl=missing, MessageBody="x")
     with pytest.raises(sqs.exceptions.QueueDoesNotExist):
         sqs.get_queue_url(QueueName="no_such_queue_here")
-    with pytest.raises(ClientError) as caught:
+    with pytest.raises(sqs.exceptions.QueueDoesNotExist) as caught:
         sqs.send_message(QueueUrl="not a url", MessageBody="x")
-    assert _code(caught) == "InvalidAddress"
+    assert _code(caught) == "AWS.SimpleQueueService.NonExistentQueue"
 
 
 def test_unsupported_actions_answer_unsupported_operation(sqs, new_name):

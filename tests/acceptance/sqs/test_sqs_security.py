@@ -417,9 +417,14 @@ def test_requests_without_a_signature_are_refused(sqs_endpoint, queue_url):
             "AmazonSQS.SendMessage",
             b'{"QueueUrl": "http://[::1/000000000000/q", "MessageBody": "x"}',
             None,
-            "InvalidAddress",
+            "AWS.SimpleQueueService.NonExistentQueue",
         ),
-        ("AmazonSQS.GetQueueAttributes", b'{"QueueUrl": "http://[::1/"}', None, "InvalidAddress"),
+        (
+            "AmazonSQS.GetQueueAttributes",
+            b'{"QueueUrl": "http://[::1/"}',
+            None,
+            "AWS.SimpleQueueService.NonExistentQueue",
+        ),
         (
             "AmazonSQS.SetQueueAttributes",
             json.dumps(
@@ -497,7 +502,7 @@ def test_malformed_input_gets_an_sqs_error_and_changes_nothing(
         assert status == 200
         assert answer["Failed"][0]["Code"] == expected
     else:
-        assert status == (404 if expected == "InvalidAddress" else 400)  # as SQS answers
+        assert status == 400  # as SQS answers
         assert answer_headers["x-amzn-query-error"].split(";")[0] == expected
     assert _queue_names() == before
     queue = pgq.get_queue(_name(queue_url))

@@ -53,13 +53,31 @@ def test_attributes_keep_their_custom_type_labels_and_binary_is_re_encoded() -> 
     }
 
 
-@pytest.mark.parametrize(
-    "name", ["AWS.x", "amazon.y", "Amazon.z", ".a", "a.", "a..b", "", "a b", "x" * 257, "caf\u00e9"]
+RESERVED = (
+    "You can't use message attribute names beginning with 'AWS.' or 'Amazon'. These strings "
+    "are reserved for internal use."
 )
-def test_attribute_names_sqs_forbids_are_refused(name: str) -> None:
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("AWS.x", RESERVED),
+        ("amazon.y", RESERVED),
+        ("Amazon.z", RESERVED),
+        (".a", "Message (user) attribute name must not begin with character '.'."),
+        ("a.", "Message (user) attribute name must not end with character '.'."),
+        ("a..b", "Message (user) attribute name must not have successive '.' characters."),
+        ("", "The request must contain non-empty message (user) attribute names."),
+        ("x" * 257, "Message (user) attribute name must be shorter than 256 bytes."),
+        ("a b", "Message (user) attribute name 'a b' can only contain alphanumeric"),
+        ("caf\u00e9", "Message (user) attribute name 'caf\u00e9' can only contain alphanumeric"),
+    ],
+)
+def test_attribute_names_sqs_forbids_are_refused_in_its_words(name: str, message: str) -> None:
     error = refusal({name: string("v")})
     assert error.code == "InvalidParameterValue"
-    assert f"Message attribute name '{name}' is invalid" in error.message
+    assert error.message.startswith(message)
 
 
 def test_a_name_of_256_allowed_characters_with_inner_dots_is_accepted() -> None:
@@ -67,19 +85,31 @@ def test_a_name_of_256_allowed_characters_with_inner_dots_is_accepted() -> None:
     assert list(parse_attributes({name: string("v")})) == [name]
 
 
+TYPE = "The type of message (user) attribute 'a' is invalid. " + (
+    "You must use only the following supported type prefixes: Binary, Number, String."
+)
+BINARY = "Message (user) attribute 'a' must contain a non-empty value of type 'Binary'."
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("red", "must be an object"),
-        ({"StringValue": "x"}, "must contain a DataType"),
-        (string("x", "string"), "is invalid: 'string'"),
-        (string("x", "String."), "is invalid: 'String.'"),
-        (string("x", "String.a b"), "is invalid: 'String.a b'"),
-        (string("", "String"), "non-empty message attribute value for message attribute type"),
+        ("red", "The message (user) attribute 'a' must contain a non-empty value."),
+        (
+            {"StringValue": "x"},
+            "The message (user) attribute 'a' must contain a non-empty message attribute type.",
+        ),
+        (string("x", "string"), TYPE),
+        (string("x", "String."), TYPE),
+        (string("x", "String.a b"), TYPE),
+        (
+            string("", "String"),
+            "Message (user) attribute 'a' must contain a non-empty value of type 'String'.",
+        ),
         ({"DataType": "String", "StringListValues": ["x"]}, "list values are not supported"),
-        ({"DataType": "Binary", "BinaryValue": "AAE"}, "non-empty base64-encoded BinaryValue"),
-        ({"DataType": "Binary", "BinaryValue": ""}, "non-empty base64-encoded BinaryValue"),
-        ({"DataType": "Binary", "StringValue": "AAE="}, "non-empty base64-encoded BinaryValue"),
+        ({"DataType": "Binary", "BinaryValue": "AAE"}, BINARY),
+        ({"DataType": "Binary", "BinaryValue": ""}, BINARY),
+        ({"DataType": "Binary", "StringValue": "AAE="}, BINARY),
     ],
 )
 def test_malformed_attribute_values_say_what_is_missing(value, message: str) -> None:
@@ -99,7 +129,7 @@ def test_numbers_within_sqs_range_are_accepted_as_written(number: str) -> None:
 )
 def test_numbers_sqs_cannot_hold_are_refused(number: str) -> None:
     error = refusal({"n": string(number, "Number")})
-    assert error.message == "Can't cast the value of message attribute 'n' to a number."
+    assert error.message == "Can't cast the value of message (user) attribute 'n' to a number."
 
 
 def test_more_than_ten_attributes_are_refused_with_the_count() -> None:
@@ -190,9 +220,10 @@ def test_plain_json_values_from_the_python_api_are_read_as_numbers_or_json_text(
         ([], []),
         (["All"], ["a", "b.c", "b.d", "bx"]),
         ([".*"], ["a", "b.c", "b.d", "bx"]),
-        (["b.*"], ["b.c", "b.d"]),
+        (["b.*"], ["b.c", "b.d", "bx"]),  # SQS's prefix: the characters before ".*"
+        (["b.c.*"], ["b.c"]),
         (["a", "missing"], ["a"]),
-        (["b.*", "a"], ["a", "b.c", "b.d"]),
+        (["b.*", "a"], ["a", "b.c", "b.d", "bx"]),
     ],
 )
 def test_receive_returns_the_attributes_asked_for_by_name_or_prefix(wanted, names) -> None:

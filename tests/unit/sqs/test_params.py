@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 from pgq_django import exceptions
 from pgq_django.sqs.auth import Caller
 from pgq_django.sqs.batches import batch_entries
-from pgq_django.sqs.errors import ERRORS, PGQ_ERROR_CODES, SqsError, from_pgq_error, sqs_code
+from pgq_django.sqs.errors import (
+    ERRORS,
+    FIXED_MESSAGES,
+    PGQ_ERROR_CODES,
+    SqsError,
+    from_pgq_error,
+    sqs_code,
+)
 from pgq_django.sqs.params import (
     Call,
     decode_token,
@@ -124,6 +131,8 @@ def test_queue_urls_and_arns_use_the_endpoint_the_account_and_the_signing_region
         (f"https://sqs.example.test/sqs/{ACCOUNT}/q.fifo", "q.fifo"),  # endpoint under a prefix
         (f"https://h/{ACCOUNT}/q/", "q"),
         (f"https://h/{ACCOUNT}/q?x=1", "q"),
+        ("q", "q"),  # a bare queue name, as SQS accepts it
+        ("q.fifo", "q.fifo"),
     ],
 )
 def test_a_queue_url_names_its_last_path_segment(url: str, name: str) -> None:
@@ -133,10 +142,10 @@ def test_a_queue_url_names_its_last_path_segment(url: str, name: str) -> None:
 @pytest.mark.parametrize(
     ("url", "code"),
     [
-        (f"ftp://h/{ACCOUNT}/q", "InvalidAddress"),
-        ("http://h/q", "InvalidAddress"),
-        ("q", "InvalidAddress"),
-        (f"http://[::1/{ACCOUNT}/q", "InvalidAddress"),  # not a URL at all
+        (f"ftp://h/{ACCOUNT}/q", "AWS.SimpleQueueService.NonExistentQueue"),
+        ("http://h/q", "AWS.SimpleQueueService.NonExistentQueue"),
+        ("not a url", "AWS.SimpleQueueService.NonExistentQueue"),
+        (f"http://[::1/{ACCOUNT}/q", "AWS.SimpleQueueService.NonExistentQueue"),  # not a URL
         ("http://h/111111111111/q", "AWS.SimpleQueueService.NonExistentQueue"),
         (f"http://h/{ACCOUNT}/bad%20name", "AWS.SimpleQueueService.NonExistentQueue"),
         (f"http://h/{ACCOUNT}/" + "q" * 81, "AWS.SimpleQueueService.NonExistentQueue"),
@@ -267,7 +276,8 @@ def test_an_unknown_sqs_error_code_is_a_programming_error() -> None:
 def test_every_pgq_error_becomes_an_sqs_error_with_a_known_code(error_class) -> None:
     translated = from_pgq_error(error_class("why"))
     assert translated.code in ERRORS
-    assert translated.message == "why"
+    # SQS's own words where it has fixed ones ("The specified queue does not exist.").
+    assert translated.message == FIXED_MESSAGES.get(translated.code, "why")
     if sqs_code(error_class) in ERRORS:
         assert translated.code == sqs_code(error_class)
     else:
