@@ -78,6 +78,16 @@ _EXPORTS: dict[str, str] = {
     "record_export": "api.exports",
     "list_exports": "api.exports",
     "exports_cover": "api.exports",
+    # periodic schedules
+    "schedule": "api.schedules",
+    "unschedule": "api.schedules",
+    "list_schedules": "api.schedules",
+    # dependencies, groups, request and reply
+    "group": "api.workflows",
+    "group_status": "api.workflows",
+    "GroupStatus": "api.workflows",
+    "request": "api.replies",
+    "arequest": "api.replies",
     # metrics
     "metrics": "api.stats",
     "metrics_all": "api.stats",
@@ -88,8 +98,11 @@ _EXPORTS: dict[str, str] = {
     "ArchivedMessage": "models",
     "Receipt": "models",
     "SparkExport": "models",
+    "Schedule": "models",
     "PgqError": "exceptions",
     "QueueNotFound": "exceptions",
+    "GroupNotFound": "exceptions",
+    "RequestTimeout": "exceptions",
     "QueueAlreadyExists": "exceptions",
     "ExchangeNotFound": "exceptions",
     "ExchangeAlreadyExists": "exceptions",
@@ -171,6 +184,11 @@ _EXPORTS: dict[str, str] = {
     "areject": "api.twins",
     "ametrics": "api.twins",
     "ametrics_all": "api.twins",
+    "agroup": "api.twins",
+    "agroup_status": "api.twins",
+    "aschedule": "api.twins",
+    "aunschedule": "api.twins",
+    "alist_schedules": "api.twins",
 }
 
 if TYPE_CHECKING:
@@ -230,6 +248,11 @@ if TYPE_CHECKING:
     from .api.queues import purge_queue as purge_queue
     from .api.queues import resume_queue as resume_queue
     from .api.queues import validate_queue_settings as validate_queue_settings
+    from .api.replies import arequest as arequest
+    from .api.replies import request as request
+    from .api.schedules import list_schedules as list_schedules
+    from .api.schedules import schedule as schedule
+    from .api.schedules import unschedule as unschedule
     from .api.sending import SendOptions as SendOptions
     from .api.stats import QueueMetrics as QueueMetrics
     from .api.stats import metrics as metrics
@@ -258,10 +281,13 @@ if TYPE_CHECKING:
     from .api.twins import aget_subscription as aget_subscription
     from .api.twins import agrant_publish_access as agrant_publish_access
     from .api.twins import agrant_queue_access as agrant_queue_access
+    from .api.twins import agroup as agroup
+    from .api.twins import agroup_status as agroup_status
     from .api.twins import alist_bindings as alist_bindings
     from .api.twins import alist_exchanges as alist_exchanges
     from .api.twins import alist_exports as alist_exports
     from .api.twins import alist_queues as alist_queues
+    from .api.twins import alist_schedules as alist_schedules
     from .api.twins import ametrics as ametrics
     from .api.twins import ametrics_all as ametrics_all
     from .api.twins import anack as anack
@@ -282,6 +308,7 @@ if TYPE_CHECKING:
     from .api.twins import aresume_queue as aresume_queue
     from .api.twins import arevoke_publish_access as arevoke_publish_access
     from .api.twins import arevoke_queue_access as arevoke_queue_access
+    from .api.twins import aschedule as aschedule
     from .api.twins import asend as asend
     from .api.twins import asend_batch as asend_batch
     from .api.twins import aset_vt as aset_vt
@@ -289,12 +316,17 @@ if TYPE_CHECKING:
     from .api.twins import asubscription_id as asubscription_id
     from .api.twins import aunbind_queue as aunbind_queue
     from .api.twins import aunregister_callback as aunregister_callback
+    from .api.twins import aunschedule as aunschedule
     from .api.twins import aunsubscribe as aunsubscribe
     from .api.twins import avalidate_queue_settings as avalidate_queue_settings
+    from .api.workflows import GroupStatus as GroupStatus
+    from .api.workflows import group as group
+    from .api.workflows import group_status as group_status
     from .exceptions import ConnectionLost as ConnectionLost
     from .exceptions import ExchangeAlreadyExists as ExchangeAlreadyExists
     from .exceptions import ExchangeInUse as ExchangeInUse
     from .exceptions import ExchangeNotFound as ExchangeNotFound
+    from .exceptions import GroupNotFound as GroupNotFound
     from .exceptions import InvalidArgument as InvalidArgument
     from .exceptions import InvalidMessage as InvalidMessage
     from .exceptions import InvalidName as InvalidName
@@ -308,6 +340,7 @@ if TYPE_CHECKING:
     from .exceptions import QueueNotFound as QueueNotFound
     from .exceptions import QueuePaused as QueuePaused
     from .exceptions import RejectMessage as RejectMessage
+    from .exceptions import RequestTimeout as RequestTimeout
     from .exceptions import StaleReceipt as StaleReceipt
     from .exceptions import SubscriptionAlreadyExists as SubscriptionAlreadyExists
     from .exceptions import SubscriptionNotFound as SubscriptionNotFound
@@ -318,6 +351,7 @@ if TYPE_CHECKING:
     from .models import Message as Message
     from .models import Queue as Queue
     from .models import Receipt as Receipt
+    from .models import Schedule as Schedule
     from .models import SparkExport as SparkExport
     from .types import Duration as Duration
     from .types import ExchangeRef as ExchangeRef

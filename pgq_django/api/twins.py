@@ -64,8 +64,10 @@ from .queues import (
     resume_queue,
     validate_queue_settings,
 )
+from .schedules import list_schedules, schedule, unschedule
 from .stats import metrics, metrics_all
 from .subscriptions import get_subscription, subscribe, subscription_id, unsubscribe
+from .workflows import group, group_status
 
 acreate_queue = make_async(create_queue)
 aalter_queue = make_async(alter_queue)
@@ -120,3 +122,8 @@ aarchive_cancelled = make_async(archive_cancelled)
 areject = make_async(reject)
 ametrics = make_async(metrics)
 ametrics_all = make_async(metrics_all)
+agroup = make_async(group)
+agroup_status = make_async(group_status)
+aschedule = make_async(schedule)
+aunschedule = make_async(unschedule)
+alist_schedules = make_async(list_schedules)

@@ -3,6 +3,7 @@ from .exchanges import Binding, Exchange, ExchangeType
 from .grants import AccessKey, ExchangeGrant, QueueGrant
 from .messages import ArchivedMessage, Message, Outcome, QueueCounter, Receipt
 from .queues import QUEUE_NAME_PATTERN, Backoff, DroppedQueue, Queue
+from .schedules import Schedule
 from .spark import SparkExport
 
 __all__ = [
@@ -22,5 +23,6 @@ __all__ = [
     "QueueDashboard",
     "QueueGrant",
     "Receipt",
+    "Schedule",
     "SparkExport",
 ]

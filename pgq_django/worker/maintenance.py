@@ -1,10 +1,13 @@
 """The periodic duties the leader runs: each small, named, with its own interval.
 
 Defaults: ``rescue`` (dead-letter messages that exhausted their attempts by crashing or
-hanging consumers), ``expire`` (archive messages past retention or expires_in), ``retention``
-(prune old archive rows and dedup claims), ``counters`` (fold counter rows per
-minute) and ``partitions`` (``pgq_django.partitions.run_maintenance()``: repair the
-default partitions, premake, tune and drop ranges; it runs before ``retention``).
+hanging consumers), ``schedules`` (send the due ticks of periodic schedules, every second),
+``expire`` (archive messages past retention or expires_in), ``retention`` (prune old
+archive rows and dedup claims), ``counters`` (fold counter rows per minute) and
+``partitions`` (``pgq_django.partitions.run_maintenance()``: repair the default partitions,
+premake, tune and drop ranges; it runs before ``retention``).
+``workflows`` (resolve the waits of dependencies and groups, every second) and
+``workflow_prune`` (forget finished ones past ``PGQ["WORKFLOW_RETENTION"]``).
 Projects add their own with :func:`register_duty`.
 """
 
@@ -20,7 +23,7 @@ from typing import Any
 from django.db import close_old_connections
 
 from ..api import messages as api_messages
-from ..api import upkeep
+from ..api import schedules, upkeep, workflows
 from ..conf import settings
 from ..models import Message
 
@@ -76,6 +79,12 @@ def register_duty(name: str, func: Callable[[], Any], interval: float | None = N
 def default_duties(interval: float) -> list[Duty]:
     duties = [
         Duty("rescue", rescue_expired_leases, min(5.0, interval)),
+        # Every second: a tick is sent within about a second of its time.
+        Duty("schedules", schedules.enqueue_due, min(1.0, interval)),
+        # Every second: dependants of messages acknowledged elsewhere than in a worker are
+        # released (or dead-lettered) within about a second.
+        Duty("workflows", workflows.resolve_waits, min(1.0, interval)),
+        Duty("workflow_prune", workflows.prune, interval),
         Duty("expire", expire_messages, interval),
         # Partitions before retention: an archive range wholly past retention then goes in
         # one DROP instead of a DELETE of every row (see pgq_django.partitions).

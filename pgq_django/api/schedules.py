@@ -1,0 +1,245 @@
+"""Periodic schedules: a cron expression that puts a message on a queue at each tick.
+
+:func:`schedule` creates or updates one by name, :func:`unschedule` removes it and
+:func:`list_schedules` lists them. The worker leader calls :func:`enqueue_due` every second.
+It locks each due schedule row, sends its due ticks and moves ``last_tick``/``next_tick``
+forward in one transaction, so a tick is sent once however many workers run, and a crash
+before the commit sends nothing (the next leader sends the tick instead). Each message
+carries the tick in the reserved headers ``pgq_scheduled_at`` and ``pgq_schedule`` and a
+deduplication id made of the schedule and the tick, so a tick that is somehow sent again
+within the dedup window returns the first message instead of a second one.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterBadCronError, CroniterBadDateError, croniter
+from django.db import transaction
+from django.utils import timezone as dj_timezone
+
+from .. import validation as v
+from ..conf import settings
+from ..exceptions import InvalidArgument, InvalidName
+from ..models import Schedule
+from ..types import QueueRef
+from .queues import get_queue
+from .recovery import recovers
+from .sending import send_trusted
+
+logger = logging.getLogger("pgq_django.worker")
+
+SCHEDULE_NAME_RE = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
+# Ticks one schedule sends per run of enqueue_due: a catch-up after a long outage goes out
+# in runs of this many, so one schedule cannot hold its row lock (and the leader) for long.
+MAX_TICKS_PER_RUN = 100
+# How late the leader may reach a tick before it counts as missed: ticks within this many
+# seconds are all sent (a busy or newly elected leader is a little late, not down); when any
+# due tick is later than this, a schedule without catch_up sends only the latest one.
+MISFIRE_GRACE = 60.0
+
+
+def _db() -> str:
+    return settings.DATABASE
+
+
+def schedule_name(value: Any) -> str:
+    """A schedule name: 1-200 letters, digits, '.', ':', '-' or '_'."""
+    if not isinstance(value, str) or not SCHEDULE_NAME_RE.fullmatch(value):
+        raise InvalidName(
+            f"{value!r} is not a valid schedule name: use 1-200 letters, digits, '.', ':', "
+            "'-' or '_'.",
+            name=str(value),
+        )
+    return value
+
+
+def check_timezone(value: Any) -> ZoneInfo:
+    """The IANA time zone called ``value``; InvalidArgument for anything else."""
+    if not isinstance(value, str) or not value or len(value) > 64:
+        raise InvalidArgument(
+            f"timezone must be an IANA time zone name such as 'UTC' or 'Europe/Paris', "
+            f"not {value!r}.",
+            field="timezone",
+        )
+    try:
+        return ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InvalidArgument(
+            f"{value!r} is not a known IANA time zone (for example 'UTC' or 'Europe/Paris').",
+            field="timezone",
+        ) from None
+
+
+def check_cron(value: Any) -> str:
+    """A cron expression croniter understands, with five fields or six (seconds last)."""
+    if not isinstance(value, str) or not value.strip() or len(value) > 120:
+        raise InvalidArgument(
+            f"cron must be a cron expression such as '*/5 * * * *', not {value!r}.",
+            field="cron",
+        )
+    cron = " ".join(value.split())
+    fields = len(cron.split(" "))
+    if not cron.startswith("@") and fields not in (5, 6):
+        raise InvalidArgument(
+            f"{value!r} has {fields} fields: a cron expression has five (minute hour day "
+            "month weekday) or six (the same, then seconds).",
+            field="cron",
+        )
+    try:
+        croniter(cron, datetime(2000, 1, 1, tzinfo=ZoneInfo("UTC"))).get_next(datetime)
+    except (CroniterBadCronError, CroniterBadDateError, ValueError, KeyError) as exc:
+        raise InvalidArgument(
+            f"{value!r} is not a valid cron expression: {exc}.", field="cron"
+        ) from None
+    return cron
+
+
+def next_tick(cron: str, zone: ZoneInfo, after: datetime) -> datetime:
+    """The first tick of ``cron`` in ``zone`` strictly after ``after`` (an aware time)."""
+    found = croniter(cron, after.astimezone(zone)).get_next(datetime)
+    assert isinstance(found, datetime)
+    return found.astimezone(ZoneInfo("UTC"))
+
+
+@recovers()
+def schedule(
+    name: str,
+    cron: str,
+    queue: QueueRef,
+    message: Any,
+    *,
+    timezone: str = "UTC",
+    headers: dict[str, Any] | None = None,
+    catch_up: bool = False,
+) -> Schedule:
+    """Create or update the schedule ``name``: send ``message`` to ``queue`` at each tick.
+
+    ``cron`` has five fields (minute hour day month weekday) or six (seconds last), read in
+    ``timezone``. The worker leader sends each tick once; after downtime a schedule sends
+    one message for the ticks it missed, or every missed tick with ``catch_up=True``.
+    Updating a schedule keeps its last tick when the expression and time zone stay the same,
+    and starts afresh from now when either changes. Header keys starting with ``pgq_`` are
+    reserved (each message gets ``pgq_schedule`` and ``pgq_scheduled_at``).
+    """
+    name = schedule_name(name)
+    cron = check_cron(cron)
+    zone = check_timezone(timezone)
+    if not isinstance(catch_up, bool):
+        raise InvalidArgument(
+            f"catch_up must be True or False, not {catch_up!r}.", field="catch_up"
+        )
+    v.unreserved_headers(headers)
+    v.mapping(headers, "headers")
+    v.body(message, headers)
+    target = get_queue(queue)
+    now = dj_timezone.now()
+    with transaction.atomic(using=_db()):
+        found = Schedule.objects.using(_db()).select_for_update().filter(name=name).first()
+        if found is None:
+            found = Schedule(name=name, last_tick=now)
+        elif found.cron != cron or found.timezone != timezone:
+            found.last_tick = now  # a new rhythm starts now, without a backlog of the old one
+        found.cron = cron
+        found.timezone = timezone
+        found.queue = target
+        found.message = message
+        found.headers = dict(headers or {})
+        found.catch_up = catch_up
+        found.next_tick = next_tick(cron, zone, found.last_tick or now)
+        found.save(using=_db())
+    return found
+
+
+@recovers()
+def unschedule(name: str) -> bool:
+    """Remove the schedule ``name``; False when there was none. Sent messages stay."""
+    deleted, _ = Schedule.objects.using(_db()).filter(name=schedule_name(name)).delete()
+    return deleted > 0
+
+
+@recovers()
+def list_schedules() -> list[Schedule]:
+    """Every schedule, in name order, with its queue."""
+    return list(Schedule.objects.using(_db()).select_related("queue").order_by("name"))
+
+
+def due_ticks(found: Schedule, now: datetime) -> tuple[list[datetime], datetime]:
+    """The ticks of ``found`` to send at ``now``, and the schedule's next tick after them.
+
+    Every tick in (last_tick, now], at most MAX_TICKS_PER_RUN; without catch_up, when any of
+    them is more than MISFIRE_GRACE seconds late, only the latest one (the missed ticks
+    collapse into one message).
+    """
+    zone = ZoneInfo(found.timezone)
+    ticks: list[datetime] = []
+    tick = found.next_tick
+    while tick <= now and len(ticks) < MAX_TICKS_PER_RUN:
+        ticks.append(tick)
+        tick = next_tick(found.cron, zone, tick)
+    if not found.catch_up and ticks and now - ticks[0] > timedelta(seconds=MISFIRE_GRACE):
+        latest = latest_tick(found.cron, zone, now)  # the older ones were missed
+        return [latest], next_tick(found.cron, zone, latest)
+    return ticks, tick
+
+
+def latest_tick(cron: str, zone: ZoneInfo, now: datetime) -> datetime:
+    """The last tick of ``cron`` at or before ``now``."""
+    found = croniter(cron, now.astimezone(zone)).get_prev(datetime)
+    assert isinstance(found, datetime)
+    following = next_tick(cron, zone, found)
+    return following if following <= now else found.astimezone(ZoneInfo("UTC"))
+
+
+def _send_tick(found: Schedule, tick: datetime) -> int:
+    stamp = tick.isoformat()
+    headers = {**(found.headers or {}), "pgq_schedule": found.name, "pgq_scheduled_at": stamp}
+    (msg_id,) = send_trusted(
+        found.queue.name,
+        [found.message],
+        headers=headers,
+        dedup_id=f"pgq_schedule:{found.pk}:{stamp}",
+    )
+    return msg_id
+
+
+def enqueue_due(now: datetime | None = None) -> int:
+    """Send the due ticks of every schedule; returns how many messages were sent.
+
+    The leader's ``schedules`` duty. Each schedule is its own transaction: the row is locked
+    (a second leader in the middle of an election skips it), its ticks are sent, and
+    ``last_tick``/``next_tick`` move past them before the commit. A schedule whose send fails
+    (a full queue) is logged and tried again on the next run; the others go on.
+    """
+    now = now or dj_timezone.now()
+    alias = _db()
+    sent = 0
+    due = list(
+        Schedule.objects.using(alias).filter(next_tick__lte=now).values_list("pk", flat=True)
+    )
+    for pk in due:
+        try:
+            with transaction.atomic(using=alias):
+                found = (
+                    Schedule.objects.using(alias)
+                    .select_for_update(skip_locked=True, of=("self",))
+                    .select_related("queue")
+                    .filter(pk=pk, next_tick__lte=now)
+                    .first()
+                )
+                if found is None:
+                    continue
+                ticks, following = due_ticks(found, now)
+                for tick in ticks:
+                    _send_tick(found, tick)
+                found.last_tick = ticks[-1] if ticks else found.last_tick
+                found.next_tick = following
+                found.save(using=alias, update_fields=["last_tick", "next_tick", "updated_at"])
+                sent += len(ticks)
+        except Exception:
+            logger.exception("event=schedule_failed schedule_id=%s", pk)
+    return sent
