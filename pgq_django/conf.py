@@ -84,6 +84,10 @@ DEFAULTS: dict[str, Any] = {
     "WORKER_POLL_INTERVAL": 1.0,
     "WORKER_GRACE_PERIOD": 30.0,
     "WORKER_MAINTENANCE_INTERVAL": 60.0,
+    # The queue pgq.request() waits on for replies when it is given no reply_to (made on
+    # first use), and how long finished groups and dependencies are kept for group_status.
+    "REPLY_QUEUE": "pgq-replies",
+    "WORKFLOW_RETENTION": 7 * 24 * 3600,
     # REST API (pgq_django.rest): authentication classes as dotted paths; None means DRF's
     # DEFAULT_AUTHENTICATION_CLASSES when the project sets them, else HTTP basic, session and
     # (when rest_framework.authtoken is installed) DRF token authentication.
@@ -179,6 +183,8 @@ class PgqSettings:
     WORKER_POLL_INTERVAL: float
     WORKER_GRACE_PERIOD: float
     WORKER_MAINTENANCE_INTERVAL: float
+    REPLY_QUEUE: str
+    WORKFLOW_RETENTION: float
     REST_AUTHENTICATION_CLASSES: list[str] | None
     REST_MAX_BODY_SIZE: int
     REST_MAX_BATCH: int

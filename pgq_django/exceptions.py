@@ -168,11 +168,29 @@ class NotMigrated(PgqError, ProgrammingError):
     default_message = "pgq_django's tables are missing: run `python manage.py migrate`."
 
 
+class GroupNotFound(PgqError):
+    code = "group_not_found"
+    default_message = "The group does not exist."
+
+    @classmethod
+    def for_id(cls, group_id: object) -> GroupNotFound:
+        return cls(f"Group {group_id} does not exist (or was pruned).", group=group_id)
+
+
+class RequestTimeout(PgqError):
+    """``pgq.request`` got no reply in time. The request was cancelled, and a reply that
+    comes later expires unread: nothing of the request is left to a later caller."""
+
+    code = "request_timeout"
+    default_message = "No reply arrived in time."
+
+
 __all__ = [
     "ConnectionLost",
     "ExchangeAlreadyExists",
     "ExchangeInUse",
     "ExchangeNotFound",
+    "GroupNotFound",
     "InvalidArgument",
     "InvalidMessage",
     "InvalidName",
@@ -186,6 +204,7 @@ __all__ = [
     "QueueNotFound",
     "QueuePaused",
     "RejectMessage",
+    "RequestTimeout",
     "StaleReceipt",
     "SubscriptionAlreadyExists",
     "SubscriptionNotFound",

@@ -20,11 +20,18 @@ from .recovery import has_dedup_id, recovers
 from .refs import message_manager, message_ref, message_refs, queue_missing
 from .sending import SendOptions, refuse_inside_atomic, send_one, send_trusted
 from .waiting import MessageWait
+from .workflows import send_after
 
 
 @recovers(has_dedup_id)
 def send(
-    queue: QueueRef, message: Any, *, wait: Duration | None = None, **options: Unpack[SendOptions]
+    queue: QueueRef,
+    message: Any,
+    *,
+    wait: Duration | None = None,
+    after: Iterable[int] | None = None,
+    reply_to: QueueRef | None = None,
+    **options: Unpack[SendOptions],
 ) -> int:
     """Put one message on a queue; returns its msg_id.
 
@@ -40,9 +47,19 @@ def send(
     ``wait=seconds`` the send instead retries until there is room or the time is up (at
     most ``PGQ["MAX_WAIT_SECONDS"]``; not inside ``transaction.atomic()``, which the wait
     would hold open).
+
+    ``after=[msg_id, …]`` holds the message invisible until every message named is
+    acknowledged, and dead-letters it (or archives it as ``dead``) with the reason if one
+    of them ends dead, expired or cancelled; they may be in other queues and must exist
+    already (see docs/workflows.md). ``reply_to="queue"`` asks the worker to send the
+    handler's return value there, with ``headers["pgq_correlation_id"]`` = this msg_id.
     """
     v.unreserved_headers(options.get("headers"))
-    return send_one(queue, message, wait=wait, **options)
+    if after is None and reply_to is None:
+        return send_one(queue, message, wait=wait, **options)
+    if wait is not None:
+        raise InvalidArgument("wait cannot be combined with after or reply_to.", field="wait")
+    return send_after(queue, message, after=after, reply_to=reply_to, options=dict(options))
 
 
 @recovers(has_dedup_id)

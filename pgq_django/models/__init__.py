@@ -5,6 +5,7 @@ from .messages import ArchivedMessage, Message, Outcome, QueueCounter, Receipt
 from .queues import QUEUE_NAME_PATTERN, Backoff, DroppedQueue, Queue
 from .schedules import Schedule
 from .spark import SparkExport
+from .workflows import Dependency, WorkflowGroup
 
 __all__ = [
     "QUEUE_NAME_PATTERN",
@@ -12,6 +13,7 @@ __all__ = [
     "ArchivedMessage",
     "Backoff",
     "Binding",
+    "Dependency",
     "DroppedQueue",
     "Exchange",
     "ExchangeGrant",
@@ -25,4 +27,5 @@ __all__ = [
     "Receipt",
     "Schedule",
     "SparkExport",
+    "WorkflowGroup",
 ]

@@ -46,6 +46,7 @@ from .executor import (
     call_handler,
     describe_error,
     execute,
+    takes_part,
     unstorable_result_note,
 )
 from .leases import LeaseExtender
@@ -131,10 +132,19 @@ def run_batch(
     failure like any other.
     """
     outcomes: list[Outcome] = []
-    rest = batch
+    # A request or an awaited message runs on its own (its ack sends a reply or releases
+    # dependants in its transaction), after the batch.
+    own = [m for m in batch if takes_part(m)]
+    rest = [m for m in batch if not takes_part(m)] if own else batch
     while rest:
         done, rest = _commit_some(entry, rest, leases, stopping)
         outcomes += done
+    for i, message in enumerate(own):
+        if stopping():
+            _release(entry.queue, own[i:])
+            break
+        leases.started(message)
+        outcomes.append(execute(entry, message))
     return outcomes
 
 

@@ -22,7 +22,7 @@ from django.db import transaction
 from psycopg.pq import TransactionStatus
 
 from .. import seams
-from ..api import delivery, messages
+from ..api import delivery, messages, replies, workflows
 from ..conf import settings
 from ..exceptions import InvalidArgument, RejectMessage
 from .registry import Handler
@@ -86,6 +86,32 @@ def _ack(queue: str, message: Any, value: Any) -> None:
         raise LeaseLost(f"message {message.msg_id} was leased again meanwhile")
 
 
+def takes_part(message: Any) -> bool:
+    """Whether a message asks for a reply or is awaited by others (docs/workflows.md): its
+    ack then also sends the reply and releases what waits for it, in one transaction."""
+    headers = message.headers
+    return bool(headers) and (workflows.REPLY_TO in headers or workflows.AWAITED in headers)
+
+
+def _ack_taking_part(queue: str, message: Any, value: Any) -> None:
+    """The ack of a message that :func:`takes_part`: the reply first, then the ack, then
+    the release of its dependants; a lost lease rolls all three back together."""
+    with transaction.atomic(using=settings.DATABASE):
+        replies.send_reply(message, value)
+        _ack(queue, message, value)
+        workflows.finished(message)
+
+
+def _after_failure(message: Any) -> None:
+    """A failed message that was awaited may have left its queue (dead): tell its waiters."""
+    if takes_part(message):
+        try:
+            workflows.finished(message)
+        except Exception:
+            # The leader's workflows duty resolves it on its next tick.
+            logger.exception("event=resolve_failed msg_id=%s", message.msg_id)
+
+
 def unstorable_result_note(
     queue: str, message: Any, value: Any, exc: InvalidArgument
 ) -> dict[str, str]:
@@ -128,19 +154,21 @@ def execute(entry: Handler, message: Any) -> Outcome:
     if message.cancel_requested:
         delivery.archive_cancelled(queue, receipt)
         logger.info("event=message_cancelled queue=%s msg_id=%s", queue, message.msg_id)
+        _after_failure(message)
         return Outcome.CANCELLED
     started = time.monotonic()
+    ack = _ack_taking_part if takes_part(message) else _ack
     try:
         if entry.atomic:
             with transaction.atomic(using=settings.DATABASE):
                 value = call_handler(entry, message)
                 alone = _nothing_begun(settings.DATABASE)
                 if not alone:
-                    _ack(queue, message, value)
+                    ack(queue, message, value)
             if alone:
-                _ack(queue, message, value)
+                ack(queue, message, value)
         else:
-            _ack(queue, message, call_handler(entry, message))
+            ack(queue, message, call_handler(entry, message))
     except LeaseLost:
         logger.warning(
             "event=lease_lost queue=%s msg_id=%s read_ct=%s", queue, message.msg_id, message.read_ct
@@ -165,6 +193,7 @@ def execute(entry: Handler, message: Any) -> Outcome:
         except Exception:
             # The lease will expire and the message come back; the worker carries on.
             logger.exception("event=nack_failed queue=%s msg_id=%s", queue, message.msg_id)
+        _after_failure(message)
         if not isinstance(exc, Exception) and _in_main_thread():
             raise
         return Outcome.FAILED
@@ -194,4 +223,5 @@ def _reject(queue: str, message: Any, exc: RejectMessage) -> Outcome:
     except Exception:
         # The lease will expire and the message come back, to be rejected again.
         logger.exception("event=reject_failed queue=%s msg_id=%s", queue, message.msg_id)
+    _after_failure(message)
     return Outcome.FAILED

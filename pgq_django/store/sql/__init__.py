@@ -16,6 +16,8 @@
   stream's watermark); its executors run without Django, on connections of their own.
 - :mod:`.server_functions`: the hot statements as server-side functions, for connections
   that cannot keep prepared statements (a transaction-mode pooler).
+- :mod:`.workflows`: dependencies and groups (holding a message until the ones it waits for
+  are acknowledged, releasing or dead-lettering it, a group's counts).
 - :mod:`.fragments`: the pieces several statements share (the message INSERT, the archive
   move, the counter insert, the dead-letter move, the dedup claim), composed, never copied.
 - :mod:`.params`: the parameters of the statements both the managers and Spark run (send,
@@ -57,6 +59,7 @@ MODULES = (
     "notify",
     "spark",
     "server_functions",
+    "workflows",
 )
 
 Statement = str | Composable | dict[bool, str]

@@ -1,0 +1,221 @@
+"""Dependencies and groups: holding a message until the messages it waits for are acknowledged.
+
+A dependant is an ordinary message whose ``vt`` is pushed to the far future (:data:`_HELD`),
+so no lease sees it; its waits are rows of ``pgq_dependency``. When an awaited message leaves
+its queue its waits get its outcome (RESOLVE), and a dependant whose waits are all
+acknowledged is made visible and its queue woken (RELEASE), or, if one failed, dead-lettered
+with the reason (FAIL_DEPENDANT). None of this is in the send, lease or ack statements: the
+worker resolves what it acknowledges when the message says it is awaited
+(``headers["pgq_awaited"]``), and the leader's ``workflows`` duty resolves the rest.
+Run by :class:`pgq_django.store.managers.workflows.WorkflowManager`.
+"""
+
+from __future__ import annotations
+
+from .fragments import (
+    M_COLS,
+    MSG_ID_SEQUENCE,
+    TRANSIENT_FIRST_ID,
+    TRANSIENT_MSG_ID_SEQUENCE,
+    archive_rows,
+    count_one,
+    counted,
+    dead_letter_set,
+)
+
+# The visibility of a held message: later than any lease, still a date Python can read.
+_HELD = "'9999-01-01 00:00:00+00'::timestamptz"
+
+# Outcomes of an awaited message that let its dependants go on.
+_SUCCEEDED = "('acked', 'archived')"
+
+# -- await -- Record that %(dependant)s (a message sent in this transaction, or NULL) and/or
+# group %(group)s waits for each message of %(ids)s, hold the dependant invisible, and mark
+# the awaited messages still in a queue with headers["pgq_awaited"] so whoever acknowledges
+# them knows to resolve their waits. An id not issued yet by its id space's sequence (so no
+# message can have it), or the dependant's own id, is refused: nothing is written and
+# ``refused`` lists them. A dependant can only wait for older messages, so no cycle forms.
+AWAIT = f"""
+WITH awaited AS (
+    SELECT a.id, m.queue_id,
+           m.msg_id IS NOT NULL
+           OR a.id <= CASE WHEN a.id < {TRANSIENT_FIRST_ID}
+                           THEN (SELECT last_value FROM {MSG_ID_SEQUENCE})
+                           ELSE (SELECT last_value FROM {TRANSIENT_MSG_ID_SEQUENCE}) END
+               AS issued
+    FROM unnest(%(ids)s::bigint[]) AS a(id)
+    LEFT JOIN pgq_message m ON m.msg_id = a.id
+), refused AS (
+    SELECT id FROM awaited WHERE NOT issued OR id = %(dependant)s::bigint
+), held AS (
+    UPDATE pgq_message m SET vt = {_HELD}
+    WHERE m.msg_id = %(dependant)s::bigint AND NOT EXISTS (SELECT 1 FROM refused)
+    RETURNING m.msg_id
+), waits AS (
+    INSERT INTO pgq_dependency (msg_id, queue_id, dependant_id, group_id)
+    SELECT a.id, a.queue_id, %(dependant)s::bigint, %(group)s::bigint FROM awaited a
+    WHERE NOT EXISTS (SELECT 1 FROM refused)
+    RETURNING id
+), marked AS (
+    UPDATE pgq_message m SET headers = m.headers || '{{"pgq_awaited": true}}'::jsonb
+    FROM awaited a
+    WHERE m.msg_id = a.id AND a.queue_id IS NOT NULL AND NOT m.headers ? 'pgq_awaited'
+      AND NOT EXISTS (SELECT 1 FROM refused)
+    RETURNING m.msg_id
+)
+SELECT ARRAY(SELECT id FROM refused ORDER BY id) AS refused,
+       (SELECT count(*) FROM waits) AS waits,
+       (SELECT count(*) FROM held) AS held,
+       (SELECT count(*) FROM marked) AS marked
+"""
+
+# -- resolve -- Give the open waits on messages that have left their queue (of %(ids)s, or
+# any when it is NULL; at most %(limit)s) the outcome they ended with: the archive's, 'dead'
+# when the message is live in another queue (dead-lettered), 'cancelled' when its queue was
+# dropped, else 'acked' (an ack that deletes leaves no row). Waits another resolver holds are
+# skipped. Answers the dependants whose waits changed.
+RESOLVE = """
+WITH open AS (
+    SELECT w.id FROM pgq_dependency w
+    WHERE w.outcome IS NULL
+      AND (%(ids)s::bigint[] IS NULL OR w.msg_id = ANY(%(ids)s::bigint[]))
+      AND NOT EXISTS (SELECT 1 FROM pgq_message m
+                      WHERE m.msg_id = w.msg_id AND m.queue_id = w.queue_id)
+    ORDER BY w.id
+    LIMIT %(limit)s
+    FOR UPDATE OF w SKIP LOCKED
+), finished AS (
+    UPDATE pgq_dependency w
+    SET outcome = coalesce(
+            (SELECT a.outcome FROM pgq_archived_message a WHERE a.msg_id = w.msg_id
+             ORDER BY a.archived_at DESC LIMIT 1),
+            CASE WHEN EXISTS (SELECT 1 FROM pgq_message m WHERE m.msg_id = w.msg_id)
+                     THEN 'dead'
+                 WHEN w.queue_id IS NOT NULL
+                      AND NOT EXISTS (SELECT 1 FROM pgq_queue q WHERE q.id = w.queue_id)
+                     THEN 'cancelled'
+                 ELSE 'acked' END),
+        finished_at = clock_timestamp()
+    FROM open o WHERE w.id = o.id
+    RETURNING w.dependant_id
+)
+SELECT count(*) AS finished,
+       ARRAY(SELECT DISTINCT dependant_id FROM finished WHERE dependant_id IS NOT NULL)
+           AS dependants
+FROM finished
+"""
+
+# -- lock_dependants -- Lock the held dependants %(ids)s, in id order, before RELEASE looks
+# at their waits: two resolvers that each finished one wait of the same dependant then take
+# turns, and the second sees the first's wait finished (each alone would see the other's
+# still open and leave the dependant held).
+LOCK_DEPENDANTS = """
+SELECT m.msg_id FROM pgq_message m WHERE m.msg_id = ANY(%(ids)s::bigint[])
+ORDER BY m.msg_id FOR UPDATE OF m
+"""
+
+# -- release -- For each held dependant of %(ids)s: make it visible now and wake its queue
+# when every wait is acknowledged (an UPDATE of a still-held row, so a dependant is released
+# once), or answer it among ``failed`` with the first awaited message that failed
+# (``failed_by``) and how (``failed_how``).
+RELEASE = f"""
+WITH state AS (
+    SELECT w.dependant_id AS id,
+           count(*) FILTER (WHERE w.outcome IS NULL) AS open,
+           (array_agg(w.msg_id ORDER BY w.finished_at, w.msg_id)
+                FILTER (WHERE w.outcome NOT IN {_SUCCEEDED}))[1] AS failed_by,
+           (array_agg(w.outcome ORDER BY w.finished_at, w.msg_id)
+                FILTER (WHERE w.outcome NOT IN {_SUCCEEDED}))[1] AS failed_how
+    FROM pgq_dependency w WHERE w.dependant_id = ANY(%(ids)s::bigint[])
+    GROUP BY w.dependant_id
+), released AS (
+    UPDATE pgq_message m SET vt = clock_timestamp()
+    FROM state s
+    WHERE m.msg_id = s.id AND s.open = 0 AND s.failed_by IS NULL AND m.vt >= {_HELD}
+    RETURNING m.msg_id, m.queue_id
+)
+SELECT ARRAY(SELECT msg_id FROM released ORDER BY msg_id) AS released,
+       (SELECT count(pg_notify(%(channel)s, q.name)) FROM pgq_queue q
+        WHERE q.id IN (SELECT queue_id FROM released)) AS notified,
+       ARRAY(SELECT s.id FROM state s WHERE s.failed_by IS NOT NULL ORDER BY s.id) AS failed,
+       ARRAY(SELECT s.failed_by FROM state s WHERE s.failed_by IS NOT NULL ORDER BY s.id)
+           AS failed_by,
+       ARRAY(SELECT s.failed_how FROM state s WHERE s.failed_by IS NOT NULL ORDER BY s.id)
+           AS failed_how
+"""
+
+# The dead-letter move of a failed dependant (``q`` its queue), and its counters, as a nack's.
+_FAIL_DEAD_LETTER = dead_letter_set(
+    dlq_id="dlq.id", origin_id="q.id", origin_name="q.name", retention="dlq.retention"
+)
+_FAIL_COUNTED = counted(
+    count_one("'dead'", "EXISTS (SELECT 1 FROM moved) OR EXISTS (SELECT 1 FROM gone)"),
+    count_one("'dead_arrived'", "EXISTS (SELECT 1 FROM moved)", queue="dlq"),
+)
+
+# -- fail_dependant -- A held dependant one of whose dependencies failed: dead-letter it with
+# %(error)s (the reason, naming the dependency) to its queue's dead-letter queue, or archive
+# it as 'dead' when there is none. A dependant no longer held is left alone (``outcome`` NULL).
+FAIL_DEPENDANT = f"""
+WITH t AS (
+    SELECT m.msg_id, m.queue_id FROM pgq_message m
+    WHERE m.msg_id = %(msg_id)s AND m.vt >= {_HELD}
+    FOR UPDATE OF m
+), q AS (
+    SELECT id, name, dead_letter_queue_id FROM pgq_queue WHERE id = (SELECT queue_id FROM t)
+), dlq AS (
+    SELECT id, name, retention FROM pgq_queue WHERE id = (SELECT dead_letter_queue_id FROM q)
+), moved AS (
+    UPDATE pgq_message m
+    SET {_FAIL_DEAD_LETTER}
+    FROM t, q, dlq WHERE m.msg_id = t.msg_id
+    RETURNING m.msg_id, dlq.name AS dlq_name
+), gone AS (
+    DELETE FROM pgq_message m USING t
+    WHERE m.msg_id = t.msg_id AND NOT EXISTS (SELECT 1 FROM dlq)
+    RETURNING {M_COLS}
+), archived AS (
+    {archive_rows("gone", "'dead'", error="%(error)s")}
+), counted AS (
+    {_FAIL_COUNTED}
+)
+SELECT CASE WHEN EXISTS (SELECT 1 FROM moved) THEN 'dead_lettered'
+            WHEN EXISTS (SELECT 1 FROM gone) THEN 'dead' END AS outcome,
+       (SELECT count(pg_notify(%(channel)s, dlq_name)) FROM moved) AS notified
+"""
+
+# -- group_counts -- A group's members by state: pending (still in a queue), done
+# (acknowledged) and failed, and its follow-up; no row for an unknown group.
+GROUP_COUNTS = f"""
+SELECT g.id, g.queue_name, g.size, g.then_msg_id, g.then_queue_name, g.created_at,
+       count(w.id) FILTER (WHERE w.outcome IS NULL) AS pending,
+       count(w.id) FILTER (WHERE w.outcome IN {_SUCCEEDED}) AS done,
+       count(w.id) FILTER (WHERE w.outcome NOT IN {_SUCCEEDED}) AS failed
+FROM pgq_workflow_group g
+LEFT JOIN pgq_dependency w ON w.group_id = g.id
+WHERE g.id = %(group)s
+GROUP BY g.id
+"""
+
+# -- prune_workflows -- Forget what finished more than %(keep)s seconds ago: groups none of
+# whose members is pending (with their rows), and the other waits of dependants that wait
+# for nothing more. Answers how many rows went.
+PRUNE_WORKFLOWS = """
+WITH groups AS (
+    DELETE FROM pgq_workflow_group g
+    WHERE g.created_at < clock_timestamp() - make_interval(secs => %(keep)s)
+      AND NOT EXISTS (SELECT 1 FROM pgq_dependency w WHERE w.group_id = g.id AND w.outcome IS NULL)
+    RETURNING g.id
+), members AS (
+    DELETE FROM pgq_dependency w WHERE w.group_id IN (SELECT id FROM groups) RETURNING 1
+), waits AS (
+    DELETE FROM pgq_dependency w
+    WHERE w.group_id IS NULL
+      AND w.finished_at < clock_timestamp() - make_interval(secs => %(keep)s)
+      AND NOT EXISTS (SELECT 1 FROM pgq_dependency o
+                      WHERE o.dependant_id = w.dependant_id AND o.outcome IS NULL)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM groups) + (SELECT count(*) FROM members)
+       + (SELECT count(*) FROM waits) AS pruned
+"""

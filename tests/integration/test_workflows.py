@@ -1,0 +1,233 @@
+"""Dependencies, groups and replies, driven in this process: the worker's executor runs the
+handlers, and the leader's ``workflows`` duty is run by hand where a test needs it."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+import pgq_django as pgq
+from pgq_django.models import ArchivedMessage, Dependency, Message, WorkflowGroup
+from pgq_django.worker import maintenance, registry
+from pgq_django.worker.executor import Outcome, execute
+
+
+def _echo(message):
+    return {"echo": message.message}
+
+
+def _reject(message):
+    raise pgq.RejectMessage("never")
+
+
+def run_one(queue, func=_echo) -> Outcome | None:
+    """Lease one message of ``queue`` and run ``func`` on it as the worker does."""
+    found = pgq.read(queue)
+    if not found:
+        return None
+    return execute(registry.Handler(queue.name, func), found[0])
+
+
+def workflows_duty() -> None:
+    """The leader's duty, run once, as a leader tick would."""
+    duties = [d for d in maintenance.default_duties(60) if d.name == "workflows"]
+    maintenance.run_due(duties, force=True)
+
+
+def visible(queue) -> list[int]:
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT msg_id FROM pgq_message WHERE queue_id = %s AND vt <= clock_timestamp()"
+            " ORDER BY msg_id",
+            [queue.pk],
+        )
+        return [r[0] for r in cur.fetchall()]
+
+
+def test_a_dependant_stays_invisible_until_its_dependency_is_acked_by_a_worker(make_queue):
+    first, second = make_queue(), make_queue()
+    a = pgq.send(first, {"step": 1})
+    b = pgq.send(second, {"step": 2}, after=[a])
+    assert pgq.read(second) == []
+    assert Message.objects.get(msg_id=a).headers["pgq_awaited"] is True
+    assert run_one(first) is Outcome.ACKED
+    assert visible(second) == [b]
+    (m,) = pgq.read(second)
+    assert m.msg_id == b
+
+
+def test_an_ack_outside_the_worker_is_resolved_by_the_leaders_duty(make_queue):
+    q = make_queue()
+    a = pgq.send(q, "a")
+    b = pgq.send(q, "b", after=[a])
+    (m,) = pgq.read(q)
+    assert pgq.delete(q, m.receipt)
+    assert visible(q) == []
+    workflows_duty()
+    assert visible(q) == [b]
+
+
+def test_a_dependency_already_acked_lets_the_dependant_go_at_once(make_queue):
+    q = make_queue()
+    a = pgq.send(q, "a")
+    assert pgq.delete(q, a)
+    b = pgq.send(q, "b", after=[a])
+    assert visible(q) == [b]
+
+
+def test_a_diamond_waits_for_both_sides(make_queue):
+    q = make_queue()
+    top = pgq.send(q, "top")
+    left = pgq.send(q, "left", after=[top])
+    right = pgq.send(q, "right", after=[top])
+    bottom = pgq.send(q, "bottom", after=[left, right])
+    assert run_one(q) is Outcome.ACKED  # top
+    assert visible(q) == [left, right]
+    assert run_one(q) is Outcome.ACKED  # left
+    assert visible(q) == [right]
+    assert run_one(q) is Outcome.ACKED  # right
+    assert visible(q) == [bottom]
+
+
+def test_a_dependency_that_dies_dead_letters_its_dependant_naming_it(make_queue):
+    dlq = make_queue()
+    q = make_queue(dead_letter_queue=dlq.name)
+    a = pgq.send(q, "a")
+    b = pgq.send(q, "b", after=[a])
+    c = pgq.send(q, "c", after=[b])
+    assert run_one(q, _reject) is Outcome.FAILED
+    moved = Message.objects.get(msg_id=b)
+    assert moved.queue_id == dlq.pk
+    assert f"dependency {a} ended dead" in moved.headers["pgq_dead_letter"]["last_error"]
+    # b is live in its dead-letter queue now: c, waiting for b, fails in turn.
+    workflows_duty()
+    assert Message.objects.get(msg_id=c).queue_id == dlq.pk
+    assert visible(q) == []
+
+
+def test_without_a_dead_letter_queue_the_dependant_is_archived_dead(make_queue):
+    q = make_queue()
+    a = pgq.send(q, "a")
+    b = pgq.send(q, "b", after=[a])
+    assert pgq.cancel(q, a)
+    workflows_duty()
+    dead = ArchivedMessage.objects.get(msg_id=b)
+    assert dead.outcome == "dead"
+    assert f"dependency {a} ended cancelled" in dead.error
+
+
+def test_an_id_no_message_can_have_is_refused_and_nothing_is_sent(make_queue):
+    q = make_queue()
+    a = pgq.send(q, "a")
+    before = Message.objects.count(), Dependency.objects.count()
+    with pytest.raises(pgq.InvalidArgument, match="do not exist yet"):
+        pgq.send(q, "b", after=[a, 2**52])
+    assert (Message.objects.count(), Dependency.objects.count()) == before
+    assert "pgq_awaited" not in Message.objects.get(msg_id=a).headers
+
+
+@pytest.mark.parametrize(
+    ("after", "match"),
+    [([], "at least one"), ("12", "list of message ids"), ([0], "between 1"), ([True], "after")],
+)
+def test_bad_after_lists_are_refused(make_queue, after, match):
+    q = make_queue()
+    with pytest.raises(pgq.InvalidArgument, match=match):
+        pgq.send(q, "b", after=after)
+    assert Message.objects.filter(queue=q).count() == 0
+
+
+def test_a_delay_or_a_dedup_id_cannot_be_combined_with_after(make_queue):
+    q = make_queue()
+    a = pgq.send(q, "a")
+    with pytest.raises(pgq.InvalidArgument, match="delay"):
+        pgq.send(q, "b", after=[a], delay=5)
+    with pytest.raises(pgq.InvalidArgument, match="dedup_id"):
+        pgq.send(q, "b", after=[a], dedup_id="x")
+    assert Message.objects.filter(queue=q).count() == 1
+
+
+def test_a_group_reports_its_progress_and_sends_its_follow_up_once(make_queue):
+    q, done = make_queue(), make_queue()
+    gid = pgq.group(q, [1, 2, 3], then=(done.name, {"all": "done"}))
+    status = pgq.group_status(gid)
+    assert (status.status, status.size, status.pending, status.done) == ("pending", 3, 3, 0)
+    for _ in range(3):
+        assert visible(done) == []
+        assert run_one(q) is Outcome.ACKED
+    status = pgq.group_status(gid)
+    assert (status.status, status.pending, status.done, status.failed) == ("done", 0, 3, 0)
+    assert visible(done) == [status.then_msg_id]
+    workflows_duty()  # resolving again releases nothing twice
+    assert len(visible(done)) == 1
+
+
+def test_a_failed_member_fails_the_group_and_dead_letters_its_follow_up(make_queue):
+    q, done = make_queue(), make_queue()
+    gid = pgq.group(q, ["ok", "bad"], then=(done.name, "after"))
+    assert run_one(q) is Outcome.ACKED
+    assert run_one(q, _reject) is Outcome.FAILED
+    status = pgq.group_status(gid)
+    assert (status.status, status.done, status.failed) == ("failed", 1, 1)
+    dead = ArchivedMessage.objects.get(msg_id=status.then_msg_id)
+    assert dead.outcome == "dead" and "ended dead" in dead.error
+
+
+def test_a_group_status_of_an_ack_made_over_the_api_is_current(make_queue):
+    q = make_queue()
+    gid = pgq.group(q, ["x"])
+    (m,) = pgq.read(q)
+    pgq.delete(q, m.receipt)
+    assert pgq.group_status(gid).status == "done"
+
+
+def test_group_errors_are_clear_and_change_nothing(make_queue):
+    q = make_queue()
+    groups = WorkflowGroup.objects.count()
+    with pytest.raises(pgq.GroupNotFound):
+        pgq.group_status(10**12)
+    with pytest.raises(pgq.InvalidArgument, match="at least one"):
+        pgq.group(q, [])
+    with pytest.raises(pgq.InvalidArgument, match="then"):
+        pgq.group(q, [1], then="nope")
+    with pytest.raises(pgq.QueueNotFound):
+        pgq.group(q, [1], then=("no_such_queue_here", 1))
+    with pytest.raises(pgq.InvalidMessage, match="reserved"):
+        pgq.group(q, [1], headers={"pgq_group": 1})
+    assert WorkflowGroup.objects.count() == groups
+    assert Message.objects.filter(queue=q).count() == 0
+
+
+def test_a_handlers_return_value_is_the_reply_correlated_by_the_request_id(make_queue):
+    q, replies = make_queue(), make_queue()
+    req = pgq.send(q, {"n": 2}, reply_to=replies.name)
+    assert run_one(q) is Outcome.ACKED
+    (reply,) = pgq.read(replies)
+    assert reply.message == {"echo": {"n": 2}}
+    assert reply.headers["pgq_correlation_id"] == req
+
+
+def test_a_sender_cannot_write_reply_routing_headers(make_queue):
+    q = make_queue()
+    with pytest.raises(pgq.InvalidMessage, match="reserved"):
+        pgq.send(q, 1, headers={"pgq_reply_to": q.name})
+    with pytest.raises(pgq.QueueNotFound):
+        pgq.send(q, 1, reply_to="no_such_reply_queue")
+    assert Message.objects.filter(queue=q).count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_without_a_worker_times_out_and_leaves_nothing(make_queue):
+    q, replies = make_queue(), make_queue()
+    with pytest.raises(pgq.RequestTimeout):
+        pgq.request(q, {"n": 1}, timeout=0.2, reply_to=replies.name)
+    (request,) = ArchivedMessage.objects.filter(queue=q)
+    assert request.outcome == "cancelled"
+    assert not Message.objects.filter(queue__in=[q, replies]).exists()
+
+
+def test_a_request_inside_a_transaction_is_refused(make_queue):
+    q = make_queue()
+    with pytest.raises(pgq.InvalidArgument, match="atomic"):
+        pgq.request(q, 1, timeout=1)
+    assert Message.objects.filter(queue=q).count() == 0
