@@ -10,9 +10,13 @@ class PgqConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django.db.models.signals import post_migrate
+        from django.db.models.signals import post_migrate, pre_migrate
 
         from . import checks  # noqa: F401  (registers the system checks)
+        from .pgmq import install as pgmq_install
         from .store.server_functions import on_post_migrate
 
         post_migrate.connect(on_post_migrate, sender=self)
+        # The PGMQ SQL interface leaves during migrations and comes back after them.
+        pre_migrate.connect(pgmq_install.on_pre_migrate, sender=self)
+        post_migrate.connect(pgmq_install.on_post_migrate, sender=self)

@@ -135,6 +135,9 @@ DEFAULTS: dict[str, Any] = {
     "SQS_ACCOUNT_ID": "000000000000",
     # How far a signed request's time may be from the server's (AWS allows 15 minutes).
     "SQS_CLOCK_SKEW": 900,
+    # The schema migrate installs PGMQ 1.13.0's SQL functions in, over pgq_django's tables
+    # (normally "pgmq"); None: not installed, and removed if it was (docs/pgmq.md).
+    "PGMQ_SCHEMA": None,
 }
 
 # Keys that no longer exist, and what to do instead. Settings that are read nowhere are
@@ -206,6 +209,7 @@ class PgqSettings:
     SQS_ASGI_LEAN: bool
     SQS_ACCOUNT_ID: str
     SQS_CLOCK_SKEW: float
+    PGMQ_SCHEMA: str | None
 
     def __init__(self, defaults: dict[str, Any] | None = None) -> None:
         self.defaults = defaults or DEFAULTS

@@ -1,0 +1,181 @@
+"""Install and remove the PGMQ SQL interface: ``migrate`` does it, by ``PGQ["PGMQ_SCHEMA"]``.
+
+Why around ``migrate``. The schema's views and functions depend on pgq_django's tables (its
+functions take a ``pgq_queue`` row, its views select ``pgq_message`` columns), so a
+migration that alters or drops those tables would fail while the schema is there. A
+``pre_migrate`` handler therefore removes the schema before pgq_django's migrations run,
+and a ``post_migrate`` handler installs it again afterwards when the setting names it (the
+SQL of the running release, so an upgrade needs nothing more than ``migrate``). The queues
+with insert notifications on are carried over.
+
+It refuses, with :class:`PgmqSchemaConflict`, when PGMQ itself is installed as an extension
+or a schema of that name exists that it did not make: it never replaces what it does not
+own. Every statement runs through the store's runner (:mod:`pgq_django.store.db`), in one
+transaction: the schema appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from django.db import connections, transaction
+from psycopg.sql import Identifier, Literal
+
+from ..conf import settings
+from ..exceptions import PgqError
+from ..store import db
+from . import sql
+
+logger = logging.getLogger("pgq_django.pgmq")
+
+# A schema name the scripts can carry as it is (no quoting): what PGMQ's clients expect is
+# "pgmq", and a project may choose another plain name.
+_PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+class PgmqSchemaConflict(PgqError):
+    """The PGMQ SQL interface cannot be installed: its schema is taken."""
+
+    code = "pgmq_schema_conflict"
+    default_message = "The PGMQ SQL interface's schema is taken."
+
+
+def configured_schema() -> str | None:
+    """``PGQ["PGMQ_SCHEMA"]``, checked: None (not installed) or a plain lower-case name."""
+    schema = settings.PGMQ_SCHEMA
+    if schema is None:
+        return None
+    if not isinstance(schema, str) or not _PLAIN_NAME.fullmatch(schema):
+        raise PgmqSchemaConflict(
+            f"PGQ['PGMQ_SCHEMA'] must be None or a lower-case SQL name of letters, digits "
+            f"and '_' (such as 'pgmq'), not {schema!r}.",
+            schema=str(schema),
+        )
+    return schema
+
+
+def script(name: str, *, schema: str, tables: str, channel: str) -> str:
+    """One of the schema's SQL files with its placeholders filled (see :mod:`.sql`)."""
+    return (
+        sql.script_text(name)
+        .replace("@extschema@", schema)
+        .replace("@pgq@", tables)
+        .replace("@channel@", Literal(channel).as_string(None))
+    )
+
+
+def _own_schema(schema: str, alias: str) -> bool | None:
+    """Whether ``schema`` is ours (True), someone else's (False) or absent (None)."""
+    row = db.run_one(sql.SCHEMA_STATE, {"schema": schema}, alias, prepare=False)
+    if row is None:
+        return None
+    return bool(row.comment and row.comment.startswith(sql.OWN_SCHEMA_MARK))
+
+
+def _refuse_foreign(schema: str, alias: str) -> bool:
+    """Raise if PGMQ itself or another schema holds the name; whether ours is there."""
+    if db.run_one(sql.PGMQ_EXTENSION, None, alias, prepare=False).installed:
+        raise PgmqSchemaConflict(
+            "The pgmq extension is installed in this database: pgq_django's PGMQ SQL "
+            "interface cannot share it. Drop the extension (after moving its queues over: "
+            "docs/pgmq.md), or unset PGQ['PGMQ_SCHEMA'].",
+            schema=schema,
+        )
+    own = _own_schema(schema, alias)
+    if own is False:
+        raise PgmqSchemaConflict(
+            f"A schema named {schema!r} already exists and was not made by pgq_django: the "
+            "PGMQ SQL interface will not replace it. Rename or drop that schema, or choose "
+            "another PGQ['PGMQ_SCHEMA'].",
+            schema=schema,
+        )
+    return own is True
+
+
+def _saved_throttles(schema: str, alias: str) -> list[tuple[str, int]]:
+    statement = sql.SAVED_THROTTLES.format(schema=Identifier(schema))
+    return [(r.queue_name, r.throttle_interval_ms) for r in db.run_all(statement, None, alias)]
+
+
+def install(using: str | None = None, *, throttles: list[tuple[str, int]] | None = None) -> str:
+    """Install (or reinstall) the interface in the configured schema; returns its name.
+
+    ``throttles`` are queues to switch insert notifications on for (what a removal before
+    ``migrate`` saved); a reinstall keeps those already on.
+    """
+    alias = using or settings.DATABASE
+    schema = configured_schema()
+    if schema is None:
+        raise PgmqSchemaConflict("PGQ['PGMQ_SCHEMA'] is not set: nothing to install.")
+    with transaction.atomic(using=alias):
+        saved = list(throttles or [])
+        if _refuse_foreign(schema, alias):
+            saved += _saved_throttles(schema, alias)
+            db.run_rowcount(sql.DROP_SCHEMA.format(schema=Identifier(schema)), None, alias)
+        tables = db.run_one(sql.TABLES_SCHEMA, None, alias, prepare=False)
+        if tables is None or not _PLAIN_NAME.fullmatch(tables.name):
+            raise PgmqSchemaConflict(
+                "pgq_django's tables are not in a schema with a plain lower-case name (or "
+                "are not migrated yet): the PGMQ SQL interface cannot be installed.",
+                schema=schema,
+            )
+        channel = settings.NOTIFY_CHANNEL
+        for name in sql.SCRIPTS:
+            text = script(name, schema=schema, tables=tables.name, channel=channel)
+            db.execute(text, None, alias, prepare=False, binary=False)
+        restore = sql.RESTORE_THROTTLE.format(schema=Identifier(schema))
+        for queue, ms in dict(saved).items():
+            if db.run_one(sql.QUEUE_EXISTS, {"queue": queue}, alias, prepare=False):
+                db.run_one(restore, {"queue": queue, "ms": ms}, alias)
+    logger.info("event=pgmq_schema_installed schema=%s", schema)
+    return schema
+
+
+def uninstall(using: str | None = None, schema: str | None = None) -> list[tuple[str, int]]:
+    """Remove the interface's schema if it is ours; returns the insert-notification
+    settings it held (to carry over a reinstall). A schema someone else made is left alone.
+    """
+    alias = using or settings.DATABASE
+    name = schema or settings.PGMQ_SCHEMA or "pgmq"
+    if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name):
+        return []
+    with transaction.atomic(using=alias):
+        if not _own_schema(name, alias):
+            return []
+        saved = _saved_throttles(name, alias)
+        db.run_rowcount(sql.DROP_SCHEMA.format(schema=Identifier(name)), None, alias)
+    logger.info("event=pgmq_schema_removed schema=%s", name)
+    return saved
+
+
+# Insert-notification settings saved by the pre_migrate removal, for post_migrate.
+_CARRIED: dict[str, list[tuple[str, int]]] = {}
+
+
+def on_pre_migrate(using: str, plan: Any = None, **kwargs: Any) -> None:
+    """``pre_migrate`` of pgq_django: remove our schema so migrations can alter the tables
+    under it (see the module docstring)."""
+    if using != settings.DATABASE:
+        return
+    if "pgq_queue" not in connections[using].introspection.table_names():
+        return
+    _CARRIED[using] = uninstall(using)
+
+
+def on_post_migrate(using: str, plan: Any = None, **kwargs: Any) -> None:
+    """``post_migrate`` of pgq_django: install the schema when the setting names it.
+
+    Only after ``migrate`` (which passes its plan), not after ``flush``, which sends the
+    signal too and changes no schema. With the setting unset, the schema stays removed.
+    """
+    if plan is None or using != settings.DATABASE:
+        return
+    carried = _CARRIED.pop(using, [])
+    if configured_schema() is None:
+        uninstall(using)
+        return
+    if "pgq_queue" not in connections[using].introspection.table_names():
+        return  # migrated back to zero
+    install(using, throttles=carried)

@@ -1,0 +1,62 @@
+"""The statements of the PGMQ SQL interface, named, and the text of the schema it installs.
+
+The schema's own SQL (types, views, functions) lives in the ``.sql`` files beside this
+module, in the order :data:`SCRIPTS` gives, with placeholders that
+:func:`pgq_django.pgmq.install.script` fills: ``@extschema@`` (the schema,
+``PGQ["PGMQ_SCHEMA"]``), ``@pgq@`` (the schema of pgq_django's tables) and ``@channel@``
+(``PGQ["NOTIFY_CHANNEL"]`` as a literal). The named statements below are what
+:mod:`pgq_django.pgmq.install` runs around it, through the store's runner.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+from psycopg.sql import SQL
+
+# The files of the schema, in the order they run.
+SCRIPTS = ("schema.sql", "functions.sql")
+
+# What the schema's comment starts with: how install tells its own schema from another's.
+OWN_SCHEMA_MARK = "pgq_django:"
+
+# -- pgmq_extension -- Whether PGMQ itself is installed as an extension in this database.
+PGMQ_EXTENSION = """
+SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgmq') AS installed
+"""
+
+# -- schema_state -- The schema of that name, if any: whether it exists and its comment
+# (ours starts with OWN_SCHEMA_MARK).
+SCHEMA_STATE = """
+SELECT n.nspname::text AS name, obj_description(n.oid, 'pg_namespace') AS comment
+FROM pg_namespace n WHERE n.nspname = %(schema)s
+"""
+
+# -- tables_schema -- The schema holding pgq_django's tables (where migrate made them).
+TABLES_SCHEMA = """
+SELECT c.relnamespace::regnamespace::text AS name
+FROM pg_class c WHERE c.oid = to_regclass('pgq_queue')
+"""
+
+# -- saved_throttles -- The queues with insert notifications on, to carry over a reinstall.
+SAVED_THROTTLES = SQL(
+    "SELECT queue_name, throttle_interval_ms FROM {schema}.notify_insert_throttle"
+)
+
+# -- restore_throttle -- Switch one queue's insert notifications back on after a reinstall.
+RESTORE_THROTTLE = SQL(
+    "SELECT {schema}.enable_notify_insert(%(queue)s::text, %(ms)s::integer)::text AS done"
+)
+
+# -- queue_exists -- Whether a queue of this name still exists (a carried-over setting of
+# a dropped queue is left behind).
+QUEUE_EXISTS = "SELECT 1 AS found FROM pgq_queue WHERE name = %(queue)s"
+
+# -- drop_schema -- Remove the interface: its schema, and with its functions the triggers
+# it put on pgq_queue and pgq_message. pgq_django's tables and messages stay.
+DROP_SCHEMA = SQL("DROP SCHEMA {schema} CASCADE")
+
+
+def script_text(name: str) -> str:
+    """The text of one of :data:`SCRIPTS`, placeholders unfilled."""
+    return files(__name__).joinpath(name).read_text(encoding="utf-8")

@@ -1,0 +1,408 @@
+-- PGMQ 1.13.0's SQL surface over pgq_django's tables: types, the meta view, the helpers.
+--
+-- Placeholders, filled by pgq_django.pgmq.install before this runs (identifiers quoted,
+-- the channel a literal): @extschema@ the schema made here (PGQ["PGMQ_SCHEMA"]), @pgq@ the
+-- schema holding pgq_django's tables, @channel@ PGQ["NOTIFY_CHANNEL"].
+--
+-- Nothing here owns a message: every function reads and writes pgq_queue, pgq_message,
+-- pgq_archived_message, pgq_queue_counter and the exchange tables, as the Python API does.
+
+CREATE SCHEMA @extschema@;
+COMMENT ON SCHEMA @extschema@ IS 'pgq_django: the PGMQ SQL interface over pgq_django''s tables';
+
+-- The record types, field for field as PGMQ declares them (their column order is API).
+CREATE TYPE @extschema@.message_record AS (
+    msg_id BIGINT,
+    read_ct INTEGER,
+    enqueued_at TIMESTAMP WITH TIME ZONE,
+    last_read_at TIMESTAMP WITH TIME ZONE,
+    vt TIMESTAMP WITH TIME ZONE,
+    message JSONB,
+    headers JSONB
+);
+
+CREATE TYPE @extschema@.queue_record AS (
+    queue_name VARCHAR,
+    is_partitioned BOOLEAN,
+    is_unlogged BOOLEAN,
+    created_at TIMESTAMP WITH TIME ZONE
+);
+
+CREATE TYPE @extschema@.metrics_result AS (
+    queue_name text,
+    queue_length bigint,
+    newest_msg_age_sec int,
+    oldest_msg_age_sec int,
+    total_messages bigint,
+    scrape_time timestamp with time zone,
+    queue_visible_length bigint,
+    default_partition_length bigint
+);
+
+-- Every queue, whichever API made it. No queue is partitioned on its own (all share the
+-- msg_id-range partitions of pgq_message); a non-durable queue is PGMQ's unlogged one.
+CREATE VIEW @extschema@.meta AS
+SELECT q.name::varchar AS queue_name,
+       false AS is_partitioned,
+       NOT q.durable AS is_unlogged,
+       q.created_at
+FROM @pgq@.pgq_queue q;
+
+-- Which queues wake PGMQ listeners on insert, and how often at most (enable_notify_insert).
+-- Keyed by queue id, so a drop through either API removes the row (trigger below).
+CREATE UNLOGGED TABLE @extschema@.notify_insert_throttle (
+    queue_id bigint PRIMARY KEY,
+    queue_name text NOT NULL,
+    throttle_interval_ms integer NOT NULL DEFAULT 0,
+    last_notified_at timestamptz NOT NULL DEFAULT to_timestamp(0)
+);
+
+-- The queue a PGMQ call names: the exact name first, else the one whose name is equal
+-- ignoring case (PGMQ's tables are the lower-cased name, so 'Orders' and 'orders' are one
+-- queue). A name PGMQ would refuse, or no queue, raises PGMQ's own errors.
+CREATE FUNCTION @extschema@._pgq_queue(queue_name text) RETURNS @pgq@.pgq_queue
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    qrow @pgq@.pgq_queue;
+BEGIN
+    IF queue_name ~ '\$|;|--|''' THEN
+        RAISE EXCEPTION 'queue name contains invalid characters: $, ;, --, or \''';
+    END IF;
+    SELECT * INTO qrow FROM @pgq@.pgq_queue q WHERE q.name = _pgq_queue.queue_name;
+    IF NOT FOUND THEN
+        SELECT * INTO qrow FROM @pgq@.pgq_queue q
+        WHERE lower(q.name) = lower(_pgq_queue.queue_name) ORDER BY q.id LIMIT 1;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'relation "@extschema@.%" does not exist',
+                lower('q_' || queue_name) USING ERRCODE = 'undefined_table';
+        END IF;
+    END IF;
+    RETURN qrow;
+END;
+$$;
+
+-- The message records of rows, as PGMQ shows them: headers never set read NULL.
+CREATE FUNCTION @extschema@._pgq_headers(headers jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT NULLIF(headers, '{}'::jsonb) $$;
+
+-- Insert messages (in array order) into queue q, visible at ``visible_at``; PGMQ headers
+-- are kept as headers and 'x-pgmq-group' becomes the message group. Counts the sends for
+-- pgq_django's metrics and wakes pgq_django's own waiters (its notify channel) when the
+-- messages are visible at once, as the Python API's sends do.
+CREATE FUNCTION @extschema@._pgq_insert(
+    q @pgq@.pgq_queue, msgs jsonb[], headers jsonb[], visible_at timestamptz
+) RETURNS SETOF bigint
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    size_limit bigint := q.max_message_size;
+BEGIN
+    IF q.max_message_size < 2147483647 AND EXISTS (
+        SELECT 1 FROM unnest(msgs) AS b(body) WHERE octet_length(b.body::text) > size_limit
+    ) THEN
+        RAISE EXCEPTION 'message is larger than the queue''s max_message_size (% bytes)', size_limit
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    RETURN QUERY
+    WITH ins AS (
+        INSERT INTO @pgq@.pgq_message (msg_id, queue_id, message, headers, attributes, label,
+            priority, read_ct, enqueued_at, vt, expires_at, group_id, dedup_id, max_retries,
+            retry_delay, cancel_requested)
+        SELECT CASE WHEN q.durable THEN nextval('@pgq@.pgq_message_msg_id_seq')
+                    ELSE nextval('@pgq@.pgq_message_transient_id_seq') END,
+               q.id, b.body, coalesce(h.header, '{}'::jsonb), '{}'::jsonb, NULL, 0, 0,
+               clock_timestamp(), coalesce(visible_at, clock_timestamp()),
+               clock_timestamp() + make_interval(secs => q.retention),
+               CASE WHEN jsonb_typeof(h.header) = 'object' THEN h.header->>'x-pgmq-group' END,
+               NULL, NULL, NULL, false
+        FROM unnest(msgs) WITH ORDINALITY AS b(body, n)
+        LEFT JOIN unnest(headers) WITH ORDINALITY AS h(header, n) ON h.n = b.n
+        ORDER BY b.n
+        RETURNING msg_id
+    ), counted AS (
+        INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
+        SELECT q.id, 'sent', count(*), clock_timestamp() FROM ins HAVING count(*) > 0
+    )
+    SELECT msg_id FROM ins ORDER BY msg_id;
+    IF visible_at IS NULL OR visible_at <= clock_timestamp() THEN
+        PERFORM pg_notify(@channel@, q.name);
+    END IF;
+END;
+$$;
+
+-- Lease up to qty visible messages of queue q for vt seconds, best first (priority, then
+-- msg_id: PGMQ's msg_id order, since PGMQ's queues have one priority), each only if
+-- ``conditional`` is '{}' or its body contains it. Skips what pgq_django would not deliver:
+-- expired messages, paused queues, and on a FIFO queue messages behind their group's head.
+CREATE FUNCTION @extschema@._pgq_lease(
+    q @pgq@.pgq_queue, vt integer, qty integer, conditional jsonb
+) RETURNS SETOF @extschema@.message_record
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    IF q.paused THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH c AS (
+        SELECT m.msg_id FROM @pgq@.pgq_message m
+        WHERE m.queue_id = q.id
+          AND m.vt <= clock_timestamp()
+          AND (m.expires_at IS NULL OR m.expires_at > clock_timestamp())
+          AND (conditional IS NULL OR conditional = '{}'::jsonb OR m.message @> conditional)
+          AND (NOT q.fifo OR m.group_id IS NULL OR NOT EXISTS (
+                SELECT 1 FROM @pgq@.pgq_message e
+                WHERE e.queue_id = m.queue_id AND e.group_id = m.group_id
+                  AND e.msg_id < m.msg_id))
+        ORDER BY m.priority, m.msg_id
+        LIMIT qty
+        FOR UPDATE OF m SKIP LOCKED
+    ), u AS (
+        UPDATE @pgq@.pgq_message m
+        SET last_read_at = clock_timestamp(),
+            vt = clock_timestamp() + make_interval(secs => _pgq_lease.vt),
+            read_ct = m.read_ct + 1
+        FROM c WHERE m.msg_id = c.msg_id
+        RETURNING m.msg_id, m.read_ct, m.enqueued_at, m.last_read_at, m.vt, m.message,
+                  m.headers, m.priority
+    )
+    SELECT u.msg_id, u.read_ct, u.enqueued_at, u.last_read_at, u.vt, u.message,
+           @extschema@._pgq_headers(u.headers)
+    FROM u ORDER BY u.priority, u.msg_id;
+END;
+$$;
+
+-- Lease the messages ``ids`` of queue q (a grouped read's choice), in that order.
+CREATE FUNCTION @extschema@._pgq_lease_ids(q @pgq@.pgq_queue, vt integer, ids bigint[])
+RETURNS SETOF @extschema@.message_record
+LANGUAGE sql AS $$
+    WITH u AS (
+        UPDATE @pgq@.pgq_message m
+        SET last_read_at = clock_timestamp(),
+            vt = clock_timestamp() + make_interval(secs => $2),
+            read_ct = m.read_ct + 1
+        WHERE m.msg_id = ANY(ids) AND m.queue_id = (q).id AND m.vt <= clock_timestamp()
+        RETURNING m.msg_id, m.read_ct, m.enqueued_at, m.last_read_at, m.vt, m.message,
+                  m.headers
+    )
+    SELECT u.msg_id, u.read_ct, u.enqueued_at, u.last_read_at, u.vt, u.message,
+           @extschema@._pgq_headers(u.headers)
+    FROM u ORDER BY array_position(ids, u.msg_id);
+$$;
+
+-- Take messages out of queue q: by ids (delete), or archived with outcome 'archived'
+-- (archive). A queue made with archive_on_ack archives what is deleted, as the Python
+-- API's delete does. Counts them as the Python API does; answers the ids taken.
+CREATE FUNCTION @extschema@._pgq_remove(q @pgq@.pgq_queue, ids bigint[], archives boolean)
+RETURNS SETOF bigint
+LANGUAGE sql AS $$
+    WITH d AS (
+        DELETE FROM @pgq@.pgq_message m
+        WHERE m.msg_id = ANY(ids) AND m.queue_id = (q).id
+        RETURNING m.*
+    ), a AS (
+        INSERT INTO @pgq@.pgq_archived_message (msg_id, queue_id, message, headers,
+            attributes, label, priority, read_ct, enqueued_at, vt, expires_at, group_id,
+            dedup_id, max_retries, retry_delay, cancel_requested, last_read_at, archived_at,
+            outcome)
+        SELECT d.msg_id, d.queue_id, d.message, d.headers, d.attributes, d.label,
+               d.priority, d.read_ct, d.enqueued_at, d.vt, d.expires_at, d.group_id,
+               d.dedup_id, d.max_retries, d.retry_delay, d.cancel_requested, d.last_read_at,
+               clock_timestamp(), CASE WHEN archives THEN 'archived' ELSE 'acked' END
+        FROM d WHERE archives OR (q).archive_on_ack
+    ), counted AS (
+        INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
+        SELECT (q).id, CASE WHEN archives THEN 'archived' ELSE 'acked' END, count(*),
+               clock_timestamp()
+        FROM d HAVING count(*) > 0
+    )
+    SELECT d.msg_id FROM d ORDER BY d.msg_id;
+$$;
+
+-- Set the visibility of messages ``ids`` of queue q to ``visible_at`` (last_read_at kept).
+CREATE FUNCTION @extschema@._pgq_set_vt(q @pgq@.pgq_queue, ids bigint[], visible_at timestamptz)
+RETURNS SETOF @extschema@.message_record
+LANGUAGE sql AS $$
+    WITH u AS (
+        UPDATE @pgq@.pgq_message m SET vt = visible_at
+        WHERE m.msg_id = ANY(ids) AND m.queue_id = (q).id
+        RETURNING m.msg_id, m.read_ct, m.enqueued_at, m.last_read_at, m.vt, m.message,
+                  m.headers
+    )
+    SELECT u.msg_id, u.read_ct, u.enqueued_at, u.last_read_at, u.vt, u.message,
+           @extschema@._pgq_headers(u.headers)
+    FROM u ORDER BY u.msg_id;
+$$;
+
+-- Make a queue with PGMQ's semantics: no expiry (a retention of a century), no retry limit,
+-- no dead-lettering, no byte budget, no delivery delay; ``durable`` false for unlogged.
+-- A queue of that name (ignoring case) already there is left as it is, as PGMQ does.
+CREATE FUNCTION @extschema@._pgq_create(queue_name text, durable boolean) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM @extschema@.validate_queue_name(queue_name);
+    IF queue_name ~ '\$|;|--|''' THEN
+        RAISE EXCEPTION 'queue name contains invalid characters: $, ;, --, or \''';
+    END IF;
+    IF queue_name !~ '^[A-Za-z0-9_-]+$' THEN
+        RAISE EXCEPTION 'queue name % is not allowed: use letters, digits, ''_'' and ''-'' only', quote_literal(queue_name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM @extschema@.acquire_queue_lock(lower(queue_name));
+    IF EXISTS (SELECT 1 FROM @pgq@.pgq_queue q WHERE lower(q.name) = lower(_pgq_create.queue_name)) THEN
+        RETURN;
+    END IF;
+    INSERT INTO @pgq@.pgq_queue (name, fifo, visibility_timeout, delivery_delay, retention,
+        max_retries, retry_delay, backoff, backoff_cap, backoff_jitter, max_message_size,
+        max_length, archive_on_ack, paused, rate_limit, concurrency_limit, callback,
+        created_at, updated_at, dead_letter_queue_id, owner_id, content_based_deduplication,
+        receive_wait_time, tags, durable)
+    VALUES (queue_name, false, 30, 0, 3153600000, 2147483647, 0, 'none', 0, false,
+        2147483647, NULL, false, false, NULL, NULL, '', now(), now(), NULL, NULL, false, 0,
+        '{}'::jsonb, _pgq_create.durable)
+    ON CONFLICT (name) DO NOTHING;
+END;
+$$;
+
+-- The regular expression PGMQ compiles a topic pattern to (its topic_bindings column):
+-- '*' one segment, '#' any run of characters, the rest literal.
+CREATE FUNCTION @extschema@._pgq_topic_regex(pattern text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT '^' || replace(replace(
+        regexp_replace(pattern, '([.+?{}()|\[\]\\^$])', '\\\1', 'g'), '*', '[^.]+'),
+        '#', '.*') || '$'
+$$;
+
+-- The same pattern as pgq_django's topic exchanges compile it (pgq_django.routing.topic_regex:
+-- AMQP words over '.' || routing_key), kept in pgq_binding.key_pattern so pgq.publish to the
+-- exchange routes by it too.
+CREATE FUNCTION @extschema@._pgq_amqp_regex(pattern text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT '^' || string_agg(CASE w.word
+                                 WHEN '#' THEN '(\.[^.]*)*'
+                                 WHEN '*' THEN '\.[^.]*'
+                                 ELSE '\.' || regexp_replace(w.word, '([^[:alnum:]_])', '\\\1', 'g')
+                             END, '' ORDER BY w.n) || '$'
+    FROM regexp_split_to_table(pattern, '\.') WITH ORDINALITY AS w(word, n)
+$$;
+
+-- The exchange PGMQ's topic bindings live in (made on first bind).
+CREATE FUNCTION @extschema@._pgq_topics() RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    qrow bigint;
+BEGIN
+    SELECT id INTO qrow FROM @pgq@.pgq_exchange WHERE name = 'pgmq_topics';
+    IF qrow IS NULL THEN
+        INSERT INTO @pgq@.pgq_exchange (name, type, created_at)
+        VALUES ('pgmq_topics', 'topic', now())
+        ON CONFLICT (name) DO NOTHING RETURNING id INTO qrow;
+        IF qrow IS NULL THEN
+            SELECT id INTO qrow FROM @pgq@.pgq_exchange WHERE name = 'pgmq_topics';
+        END IF;
+    END IF;
+    RETURN qrow;
+END;
+$$;
+
+-- PGMQ's topic bindings, as pgq_django bindings of the 'pgmq_topics' exchange.
+CREATE VIEW @extschema@.topic_bindings AS
+SELECT b.routing_key::text AS pattern,
+       q.name::text AS queue_name,
+       b.created_at AS bound_at,
+       @extschema@._pgq_topic_regex(b.routing_key) AS compiled_regex
+FROM @pgq@.pgq_binding b
+JOIN @pgq@.pgq_exchange e ON e.id = b.exchange_id AND e.name = 'pgmq_topics'
+JOIN @pgq@.pgq_queue q ON q.id = b.queue_id;
+
+-- The per-queue views PGMQ clients and scripts select from: q_<name> (live messages) and
+-- a_<name> (the archive), kept in step with pgq_queue by the trigger below. The q_ view is
+-- simple, so PostgreSQL updates pgq_message through it: UPDATE pgmq.q_x SET vt = ... works
+-- and touches only that queue's messages; an INSERT through it fails (no queue id).
+CREATE FUNCTION @extschema@._pgq_make_views(queue_id bigint, queue_name text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF length(queue_name) > 61 THEN
+        RETURN;  -- q_<name> would be cut to 63 bytes: no view for such a name
+    END IF;
+    EXECUTE format(
+        'CREATE OR REPLACE VIEW @extschema@.%I AS '
+        'SELECT msg_id, read_ct, enqueued_at, last_read_at, vt, message, '
+        '@extschema@._pgq_headers(headers) AS headers '
+        'FROM @pgq@.pgq_message WHERE queue_id = %s',
+        lower('q_' || queue_name), queue_id);
+    EXECUTE format('COMMENT ON VIEW @extschema@.%I IS %L',
+        lower('q_' || queue_name), 'pgq queue ' || queue_id);
+    EXECUTE format(
+        'CREATE OR REPLACE VIEW @extschema@.%I AS '
+        'SELECT msg_id, read_ct, enqueued_at, last_read_at, archived_at, vt, message, '
+        '@extschema@._pgq_headers(headers) AS headers '
+        'FROM @pgq@.pgq_archived_message WHERE queue_id = %s',
+        lower('a_' || queue_name), queue_id);
+    EXECUTE format('COMMENT ON VIEW @extschema@.%I IS %L',
+        lower('a_' || queue_name), 'pgq queue ' || queue_id);
+END;
+$$;
+
+CREATE FUNCTION @extschema@._pgq_drop_views(queue_id bigint, queue_name text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    view_name text;
+BEGIN
+    FOREACH view_name IN ARRAY ARRAY[lower('q_' || queue_name), lower('a_' || queue_name)] LOOP
+        -- Only the views of this queue: another queue of the same name ignoring case may
+        -- own them.
+        IF obj_description(to_regclass(format('@extschema@.%I', view_name)), 'pg_class')
+           = 'pgq queue ' || queue_id THEN
+            EXECUTE format('DROP VIEW @extschema@.%I', view_name);
+        END IF;
+    END LOOP;
+END;
+$$;
+
+CREATE FUNCTION @extschema@._pgq_queue_changed() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        PERFORM @extschema@._pgq_drop_views(OLD.id, OLD.name);
+        IF TG_OP = 'DELETE' THEN
+            DELETE FROM @extschema@.notify_insert_throttle WHERE queue_id = OLD.id;
+        END IF;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        PERFORM @extschema@._pgq_make_views(NEW.id, NEW.name);
+        UPDATE @extschema@.notify_insert_throttle SET queue_name = NEW.name
+        WHERE queue_id = NEW.id AND queue_name <> NEW.name;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER pgq_pgmq_views AFTER INSERT OR DELETE ON @pgq@.pgq_queue
+    FOR EACH ROW EXECUTE FUNCTION @extschema@._pgq_queue_changed();
+-- Django's save() writes every column, name included: only a new name remakes the views.
+CREATE TRIGGER pgq_pgmq_views_renamed AFTER UPDATE OF name ON @pgq@.pgq_queue
+    FOR EACH ROW WHEN (OLD.name IS DISTINCT FROM NEW.name)
+    EXECUTE FUNCTION @extschema@._pgq_queue_changed();
+
+-- The wake-up of PGMQ listeners ('pgmq.q_<name>.INSERT', PGMQ's channel), throttled per
+-- queue as PGMQ throttles it. A row trigger on pgq_message, present only while some queue
+-- has notify_insert enabled, so it wakes them for sends through either API.
+CREATE FUNCTION @extschema@._pgq_notify_insert() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    channel_queue text;
+BEGIN
+    UPDATE @extschema@.notify_insert_throttle t
+    SET last_notified_at = clock_timestamp()
+    WHERE t.queue_id = NEW.queue_id
+      AND (t.throttle_interval_ms = 0
+           OR clock_timestamp() - t.last_notified_at
+              >= t.throttle_interval_ms * INTERVAL '1 millisecond')
+    RETURNING t.queue_name INTO channel_queue;
+    IF channel_queue IS NOT NULL THEN
+        PERFORM pg_notify('pgmq.' || lower('q_' || channel_queue) || '.INSERT', NULL);
+    END IF;
+    RETURN NULL;
+END;
+$$;

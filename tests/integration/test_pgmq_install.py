@@ -1,0 +1,158 @@
+"""The PGMQ SQL interface: installed and removed by migrate, refusing what it does not own,
+its views kept in step with queues made and dropped through either API, and messages
+crossing between pgq and pgmq on one queue."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import override_settings
+
+import pgq_django as pgq
+from pgq_django.pgmq import install
+from pgq_django.pgmq.install import PgmqSchemaConflict
+from tests.pgmq_support import client, ours_dsn, pgmq_settings, pgmq_sql, unique_queue
+
+__all__ = ["pgmq_sql"]  # the fixture, imported for the tests below
+
+
+def _schema_comment(name: str = "pgmq") -> str | None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s",
+            [name],
+        )
+        row = cursor.fetchone()
+    return None if row is None else (row[0] or "")
+
+
+def _relation_exists(name: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
+        return bool(cursor.fetchone()[0])
+
+
+def _sql(text: str, params: Any = None) -> list[tuple[Any, ...]]:
+    with psycopg.connect(ours_dsn(), autocommit=True) as conn:
+        cur = conn.execute(text, params)
+        return cur.fetchall() if cur.description else []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrate_installs_the_schema_when_the_setting_names_it_and_removes_it_when_unset() -> None:
+    with override_settings(PGQ=pgmq_settings()):
+        call_command("migrate", verbosity=0)
+        assert (_schema_comment() or "").startswith("pgq_django:")
+        assert _sql("SELECT count(*) FROM pgmq.list_queues()") == [(0,)]
+        # A second migrate (an upgrade) installs it again, whole.
+        call_command("migrate", verbosity=0)
+        assert _relation_exists("pgmq.meta")
+    call_command("migrate", verbosity=0)
+    assert _schema_comment() is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_foreign_pgmq_schema_is_refused_and_left_as_it_was() -> None:
+    _sql("CREATE SCHEMA pgmq; CREATE TABLE pgmq.theirs (x int); INSERT INTO pgmq.theirs VALUES (1)")
+    try:
+        with override_settings(PGQ=pgmq_settings()), pytest.raises(PgmqSchemaConflict) as err:
+            install.install()
+        assert "not made by pgq_django" in str(err.value)
+        # Unsetting the setting does not remove someone else's schema either.
+        call_command("migrate", verbosity=0)
+        assert _sql("SELECT x FROM pgmq.theirs") == [(1,)]
+        assert not _relation_exists("pgmq.meta")
+    finally:
+        _sql("DROP SCHEMA pgmq CASCADE")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_schema_name_that_is_not_a_plain_sql_name_is_refused() -> None:
+    bad = pgmq_settings(PGMQ_SCHEMA='pgmq"; DROP TABLE x; --')
+    with override_settings(PGQ=bad), pytest.raises(PgmqSchemaConflict, match="lower-case"):
+        install.install()
+
+
+def test_views_follow_queues_made_and_dropped_through_either_api(pgmq_sql: str) -> None:
+    ours, theirs = unique_queue("ours"), unique_queue("theirs")
+    pgq.create_queue(ours)
+    _sql("SELECT pgmq.create(%s)", [theirs])
+    for name in (ours, theirs):
+        assert _relation_exists(f"pgmq.q_{name}") and _relation_exists(f"pgmq.a_{name}")
+    names = {r[0] for r in _sql("SELECT queue_name FROM pgmq.meta")}
+    assert {ours, theirs} <= names
+
+    assert _sql("SELECT pgmq.drop_queue(%s)", [ours]) == [(True,)]
+    assert pgq.drop_queue(theirs)
+    for name in (ours, theirs):
+        assert not _relation_exists(f"pgmq.q_{name}") and not _relation_exists(f"pgmq.a_{name}")
+    assert not pgq.list_queues() or all(q.name not in (ours, theirs) for q in pgq.list_queues())
+
+
+def test_update_of_vt_through_a_queue_view_moves_only_that_queues_messages(pgmq_sql: str) -> None:
+    a, b = unique_queue("a"), unique_queue("b")
+    for name in (a, b):
+        _sql("SELECT pgmq.create(%s)", [name])
+        _sql("SELECT pgmq.send(%s, '{\"n\": 1}')", [name])
+    _sql(f"UPDATE pgmq.q_{a} SET vt = now() + interval '1 hour'")
+    assert _sql("SELECT count(*) FROM pgmq.read(%s, 30, 10)", [a]) == [(0,)]
+    assert _sql("SELECT count(*) FROM pgmq.read(%s, 30, 10)", [b]) == [(1,)]
+    # An insert through the view cannot say which queue: refused, nothing added.
+    with pytest.raises(psycopg.errors.NotNullViolation):
+        _sql(f"INSERT INTO pgmq.q_{a} (vt, message) VALUES (now(), '{{}}')")
+    assert _sql(f"SELECT count(*) FROM pgmq.q_{a}") == [(1,)]
+
+
+def test_a_pgq_send_is_read_by_pgmq_and_a_pgmq_send_by_pgq(pgmq_sql: str) -> None:
+    name = unique_queue()
+    pgq.create_queue(name)
+    first = pgq.send(name, {"from": "pgq"}, headers={"h": 1})
+    with client(pgmq_sql) as pgmq:
+        got = pgmq.read(name, vt=30)
+        assert (got.msg_id, got.message, got.headers, got.read_ct) == (
+            first,
+            {"from": "pgq"},
+            {"h": 1},
+            1,
+        )
+        assert got.last_read_at is not None
+        second = pgmq.send(name, {"from": "pgmq"})
+        [leased] = pgq.read(name)
+        assert (leased.msg_id, leased.message, leased.headers) == (second, {"from": "pgmq"}, {})
+        assert pgq.delete(name, leased.receipt)
+        assert pgmq.delete(name, first)
+    assert pgq.metrics(name).queue_length == 0
+
+
+def test_a_queue_made_through_pgmq_has_pgmqs_semantics_for_pgq_too(pgmq_sql: str) -> None:
+    name = unique_queue()
+    _sql("SELECT pgmq.create(%s)", [name])
+    queue = pgq.list_queues()
+    made = next(q for q in queue if q.name == name)
+    assert made.dead_letter_queue is None
+    assert made.max_retries >= 2**31 - 1 and made.retention >= 100 * 365 * 24 * 3600
+    assert made.durable
+
+
+def test_a_pgmq_send_wakes_pgq_waiters_on_pgqs_channel(pgmq_sql: str) -> None:
+    name = unique_queue()
+    pgq.create_queue(name)
+    got: list[Any] = []
+
+    def wait() -> None:
+        got.extend(pgq.read_with_poll(name, max_poll_seconds=15, poll_interval_ms=60_000))
+
+    # A poll interval longer than the wait: only the notification can deliver in time.
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    try:
+        _sql("SELECT pgmq.send(%s, '{\"wake\": true}')", [name])
+        waiter.join(timeout=10)
+    finally:
+        waiter.join()
+    assert [m.message for m in got] == [{"wake": True}]
