@@ -230,6 +230,22 @@ def group(queue: QueueRef, messages: Iterable[Any], *, then: Any = None, **optio
 
 
 @recovers()
+def group_queue(group_id: int) -> str:
+    """The queue a group's members were sent to (what a transport checks the caller's
+    read right on before it answers the group's status); GroupNotFound if unknown."""
+    ident = v.integer(group_id, "group_id", minimum=1, maximum=2**63 - 1)
+    found = (
+        WorkflowGroup.objects.using(settings.DATABASE)
+        .filter(pk=ident)
+        .values_list("queue_name", flat=True)
+        .first()
+    )
+    if found is None:
+        raise GroupNotFound.for_id(ident)
+    return str(found)
+
+
+@recovers()
 def group_status(group_id: int) -> GroupStatus:
     """How a group of :func:`group` stands: pending, done or failed, with counts.
 

@@ -263,6 +263,14 @@ class MessageIn(Strict):
     retry_delay = _opt(Seconds, allow_null=True, help_text="Overrides the queue's.")
 
 
+class SendIn(MessageIn):
+    reply_to = _opt(
+        StrictText,
+        allow_null=True,
+        help_text="A queue for the handler's reply (you need write on it); one message only.",
+    )
+
+
 class PublishIn(MessageIn):
     routing_key = _opt(StrictText, allow_null=True, help_text="For direct and topic exchanges.")
 
@@ -429,6 +437,19 @@ class StatsOut(serializers.Serializer):
     total_messages = serializers.IntegerField()
     newest_msg_age_sec = serializers.FloatField(allow_null=True)
     oldest_msg_age_sec = serializers.FloatField(allow_null=True)
+
+
+class GroupOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["pending", "done", "failed"])
+    queue_name = serializers.CharField()
+    size = serializers.IntegerField()
+    pending = serializers.IntegerField()
+    done = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    then_msg_id = serializers.IntegerField(allow_null=True)
+    then_queue_name = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
 
 
 class SentOut(serializers.Serializer):

@@ -11,6 +11,7 @@ from django.urls import path, re_path
 from ..prometheus import MetricsView
 from .docs import SchemaView, SwaggerView
 from .views.base import UnknownPathView
+from .views.groups import GroupDetailView
 from .views.messages import AckBatchView, AckView, MessagesSlashView, MessagesView, NackView
 from .views.queues import (
     QueueCleanupView,
@@ -50,6 +51,7 @@ urlpatterns = [
         SubscriptionDetailView.as_view(),
         name="subscription",
     ),
+    path("v1/groups/<str:group>", GroupDetailView.as_view(), name="group"),
     path("v1/schema", SchemaView.as_view(), name="schema"),
     path("v1/docs", SwaggerView.as_view(url_name="pgq_rest:schema"), name="docs"),
     path("metrics", MetricsView.as_view(), name="metrics"),

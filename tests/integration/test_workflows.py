@@ -4,7 +4,9 @@ handlers, and the leader's ``workflows`` duty is run by hand where a test needs 
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
+from rest_framework.test import APIClient
 
 import pgq_django as pgq
 from pgq_django.models import ArchivedMessage, Dependency, Message, WorkflowGroup
@@ -231,3 +233,64 @@ def test_a_request_inside_a_transaction_is_refused(make_queue):
     with pytest.raises(pgq.InvalidArgument, match="atomic"):
         pgq.request(q, 1, timeout=1)
     assert Message.objects.filter(queue=q).count() == 0
+
+
+def _api(user):
+    """A REST client authenticated as ``user``."""
+    api = APIClient()
+    api.force_authenticate(user)
+    api.default_format = "json"
+    return api
+
+
+def test_rest_answers_a_groups_status_to_a_reader_of_its_queue(make_queue):
+    users = get_user_model().objects
+    owner = users.create_user("g_owner")
+    reader, writer, stranger = (users.create_user(n) for n in ("g_r", "g_w", "g_s"))
+    q = make_queue(owner=owner)
+    pgq.grant_queue_access(q, reader, read=True, write=False)
+    pgq.grant_queue_access(q, writer, read=False, write=True)
+    gid = pgq.group(q, [1, 2])
+    (m,) = pgq.read(q)
+    pgq.delete(q, m.receipt)
+    assert _api(writer).get(f"/v1/groups/{gid}").status_code == 403
+    hidden = _api(stranger).get(f"/v1/groups/{gid}")
+    assert hidden.status_code == 404
+    assert hidden.json()["error"]["code"] == "group_not_found"
+    # The refused callers changed nothing: the acknowledged member is still unsettled.
+    assert Dependency.objects.filter(group_id=gid, outcome__isnull=True).count() == 2
+    answer = _api(reader).get(f"/v1/groups/{gid}")
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert (body["status"], body["size"], body["done"], body["pending"]) == ("pending", 2, 1, 1)
+    assert _api(reader).get(f"/v1/groups/{10**12}").status_code == 404
+    for bad in ("abc", "-1", "1.5", "9" * 30):
+        answer = _api(reader).get(f"/v1/groups/{bad}")
+        assert answer.status_code == 400, (bad, answer.content)
+        assert answer.json()["error"]["code"] == "invalid_argument"
+
+
+def test_rest_reply_to_needs_the_write_right_on_the_reply_queue(make_queue):
+    users = get_user_model().objects
+    owner, sender = users.create_user("r_owner"), users.create_user("r_sender")
+    q, mine, theirs = make_queue(owner=owner), make_queue(owner=sender), make_queue(owner=owner)
+    pgq.grant_queue_access(q, sender, read=False, write=True)
+    pgq.grant_queue_access(theirs, sender, read=True, write=False)
+    api = _api(sender)
+    refused = api.post(f"/v1/queues/{q.name}/messages", {"body": 1, "reply_to": theirs.name})
+    assert refused.status_code == 403, refused.content
+    hidden = api.post(f"/v1/queues/{q.name}/messages", {"body": 1, "reply_to": "q_not_there"})
+    assert hidden.status_code == 404
+    forged = api.post(
+        f"/v1/queues/{q.name}/messages", {"body": 1, "headers": {"pgq_reply_to": theirs.name}}
+    )
+    assert forged.status_code == 400
+    assert Message.objects.filter(queue=q).count() == 0
+    sent = api.post(f"/v1/queues/{q.name}/messages", {"body": 2, "reply_to": mine.name})
+    assert sent.status_code == 201, sent.content
+    assert Message.objects.get(msg_id=sent.json()["id"]).headers["pgq_reply_to"] == mine.name
+    batch = api.post(
+        f"/v1/queues/{q.name}/messages", {"messages": [{"body": 3, "reply_to": mine.name}]}
+    )
+    assert batch.status_code == 400
+    assert Message.objects.filter(queue=q).count() == 1

@@ -51,7 +51,7 @@ MAX_MSG_ID = 2**63 - 1
 
 SEND_BODY = PolymorphicProxySerializer(
     component_name="SendRequest",
-    serializers=[s.MessageIn, s.BatchIn],
+    serializers=[s.SendIn, s.BatchIn],
     resource_type_field_name=None,
 )
 
@@ -208,9 +208,16 @@ class MessagesView(AsyncPgqView):
             items = self.body(request, s.BatchIn)["messages"]
             require_queue(request.user, "write", queue)
             return Response({"ids": send_messages(queue, items)}, status=201)
-        item = self.body(request, s.MessageIn)
+        item = self.body(request, s.SendIn)
         require_queue(request.user, "write", queue)
-        return Response({"id": send_messages(queue, [item])[0]}, status=201)
+        reply_to = item.pop("reply_to", None)
+        if reply_to is None:
+            return Response({"id": send_messages(queue, [item])[0]}, status=201)
+        # Where the reply goes is checked against the caller's rights like the queue itself:
+        # a reply is a send into that queue on the caller's behalf.
+        require_queue(request.user, "write", reply_to)
+        body = item.pop("body", None)
+        return Response({"id": pgq.send(queue, body, reply_to=reply_to, **item)}, status=201)
 
     @classmethod
     def needs_async(cls, scope: dict[str, Any]) -> bool:
