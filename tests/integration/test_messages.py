@@ -273,16 +273,37 @@ def test_filters_match_headers_and_attributes_by_containment_and_label_exactly(
     assert got == expected
 
 
-def test_fifo_queue_leases_one_message_per_group_in_order(db):
+def test_fifo_queue_leases_runs_of_each_group_in_order_and_blocks_the_group(db):
     q = pgq.create_queue("jobs.fifo")
     a1 = pgq.send(q, "a1", group="a")
     a2 = pgq.send(q, "a2", group="a")
+    a3 = pgq.send(q, "a3", group="a")
     b1 = pgq.send(q, "b1", group="b")
-    first = [m.msg_id for m in pgq.read(q, qty=10)]
-    assert first == [a1, b1]
+    # One read takes a group's head and the messages behind it, in order, up to qty.
+    assert [m.msg_id for m in pgq.read(q, qty=2)] == [a1, a2]
+    # While any of them is leased, the rest of the group waits; other groups do not.
+    assert [m.msg_id for m in pgq.read(q, qty=10)] == [b1]
     assert pgq.read(q, qty=10) == []
     pgq.delete(q, a1)
-    assert [m.msg_id for m in pgq.read(q, qty=10)] == [a2]
+    assert pgq.read(q, qty=10) == []  # a2 is still leased
+    pgq.delete(q, a2)
+    assert [m.msg_id for m in pgq.read(q, qty=10)] == [a3]
+
+
+def test_a_fifo_read_stops_a_group_at_its_first_message_not_yet_visible(db):
+    q = pgq.create_queue("stops.fifo")
+    a1 = pgq.send(q, "a1", group="a")
+    pgq.send(q, "a2", group="a", delay=300)
+    pgq.send(q, "a3", group="a")
+    assert [m.msg_id for m in pgq.read(q, qty=10)] == [a1]  # a3 waits behind a2
+
+
+def test_a_fifo_group_comes_back_whole_when_its_leases_run_out(db):
+    q = pgq.create_queue("again.fifo")
+    ids = pgq.send_batch(q, ["1", "2", "3"], group="g")
+    assert [m.msg_id for m in pgq.read(q, vt=0, qty=3)] == ids
+    again = pgq.read(q, qty=3)
+    assert [(m.msg_id, m.read_ct) for m in again] == [(i, 2) for i in ids]
 
 
 def test_xml_bodies_are_checked_and_stored_as_strings(queue):
@@ -316,7 +337,8 @@ def test_a_queue_recreated_as_fifo_is_read_in_group_order_by_the_same_process(db
     pgq.create_queue("reborn", fifo=True)
     first = pgq.send("reborn", "g1", group="g")
     pgq.send("reborn", "g2", group="g")
-    assert [m.msg_id for m in pgq.read("reborn", qty=10)] == [first]
+    assert [m.msg_id for m in pgq.read("reborn")] == [first]
+    assert pgq.read("reborn", qty=10) == []  # g2 waits while g1 is leased
     pgq.drop_queue("reborn")
     pgq.create_queue("reborn")
     ids = pgq.send_batch("reborn", ["a", "b"], group="g")

@@ -157,7 +157,7 @@ WAKE = "SELECT count(pg_notify(%(channel)s, q)) AS woken FROM unnest(%(queues)s:
 # The group check slows every read, even on a queue where it never applies: two shapes.
 # ``{filters}`` stays a placeholder: the header/attribute/label filters of a read.
 _CANDIDATES = """
-    SELECT m.msg_id FROM pgq_message m
+    SELECT {columns} FROM pgq_message m
     WHERE m.queue_id = (SELECT id FROM q)
       AND m.vt <= clock_timestamp()
       AND (m.expires_at IS NULL OR m.expires_at > clock_timestamp())
@@ -186,15 +186,56 @@ def _shapes(template: str) -> dict[bool, str]:
     return {
         fifo: template.format(
             fifo="fifo" if fifo else "NOT fifo",
-            candidates=_CANDIDATES.format(group_head=_GROUP_HEAD if fifo else ""),
+            candidates=_CANDIDATES.format(
+                columns="m.msg_id", group_head=_GROUP_HEAD if fifo else ""
+            ),
         )
         for fifo in (False, True)
     }
 
 
+# A FIFO read leases each group's head (h: the candidates above, locked) and, behind it, the
+# run of the group's next messages that are visible, unexpired and match the filters (f),
+# stopping at the first that is not: a message still delayed or one a filter leaves out
+# holds the rest of its group back. Only the head is locked: no other read leases a message
+# that is not its group's head, so the messages behind a locked head are this read's.
+# Heads are taken in delivery order, each with its followers, up to the read's budget.
+_BUDGET = """(SELECT least(%(qty)s::int, greatest(1, %(max_bytes)s::bigint / q.max_message_size))
+           FROM q)"""
+_FIFO_TAKEN = f"""h AS ({{heads}}
+), n AS (
+    SELECT h.msg_id AS head_id, h.priority AS head_priority, next.msg_id, next.blocks,
+           next.expired
+    FROM h CROSS JOIN LATERAL (
+        SELECT m.msg_id,
+               m.vt > clock_timestamp() OR NOT (TRUE {{{{filters}}}}) AS blocks,
+               m.expires_at IS NOT NULL AND m.expires_at <= clock_timestamp() AS expired
+        FROM pgq_message m
+        WHERE m.queue_id = (SELECT id FROM q) AND m.group_id = h.group_id
+          AND m.msg_id > h.msg_id
+        ORDER BY m.msg_id
+        LIMIT {_BUDGET} - 1
+    ) next
+), f AS (
+    SELECT n.head_id, n.head_priority, n.msg_id FROM n
+    WHERE NOT n.blocks AND NOT n.expired AND NOT EXISTS (
+        SELECT 1 FROM n b WHERE b.head_id = n.head_id AND b.msg_id < n.msg_id AND b.blocks)
+), c AS (
+    SELECT msg_id FROM (
+        SELECT h.msg_id, h.priority AS head_priority, h.msg_id AS head_id FROM h
+        UNION ALL
+        SELECT f.msg_id, f.head_priority, f.head_id FROM f
+    ) taken
+    ORDER BY head_priority, head_id, msg_id
+    LIMIT {_BUDGET}
+)"""
+
 # -- read -- Lease up to qty visible messages: vt = now + vt, read_ct + 1. Fewer when the
 # queue's largest possible bodies would pass the byte budget (max_bytes / max_message_size).
 # One text per queue shape (False: plain, True: FIFO), each with a {filters} placeholder.
+# A FIFO read leases group heads and the visible messages right behind them in their group
+# (as SQS's ReceiveMessage returns several messages of one group), so one read may take a
+# run of a group in order; the group stays blocked while any of them is leased.
 READ = _shapes(f"""
 WITH q AS (
     SELECT id, visibility_timeout, max_message_size FROM pgq_queue
@@ -207,6 +248,12 @@ FROM c, q
 WHERE m.msg_id = c.msg_id
 RETURNING {M_COLS}
 """)
+READ[True] = READ[True].replace(
+    f"c AS ({_CANDIDATES.format(columns='m.msg_id', group_head=_GROUP_HEAD)})",
+    _FIFO_TAKEN.format(
+        heads=_CANDIDATES.format(columns="m.msg_id, m.group_id, m.priority", group_head=_GROUP_HEAD)
+    ),
+)
 
 # -- pop -- Take up to qty visible messages out of the queue at once (archive if asked to).
 # One text per queue shape, like read.

@@ -37,7 +37,7 @@ def fifo_url(sqs, new_name):
     ]
 
 
-def test_fifo_delivers_each_group_in_order_one_message_at_a_time(sqs, fifo_url):
+def test_fifo_delivers_each_group_in_order_and_blocks_it_while_in_flight(sqs, fifo_url):
     sent = []
     for body, group in [("a1", "A"), ("b1", "B"), ("a2", "A"), ("a3", "A"), ("b2", "B")]:
         answer = sqs.send_message(
@@ -45,28 +45,48 @@ def test_fifo_delivers_each_group_in_order_one_message_at_a_time(sqs, fifo_url):
         )
         sent.append(answer["SequenceNumber"])
     assert sent == sorted(sent)
-    first = sqs.receive_message(QueueUrl=fifo_url, MaxNumberOfMessages=10, AttributeNames=["All"])[
+    # As SQS: several messages of one group in one receive, in order, up to the maximum.
+    first = sqs.receive_message(QueueUrl=fifo_url, MaxNumberOfMessages=2, AttributeNames=["All"])[
         "Messages"
     ]
-    assert sorted(m["Body"] for m in first) == ["a1", "b1"]  # the head of each group
-    a1 = next(m for m in first if m["Body"] == "a1")
+    assert [m["Body"] for m in first] == ["a1", "a2"]
+    a1 = first[0]
     assert a1["Attributes"]["MessageGroupId"] == "A"
     assert a1["Attributes"]["MessageDeduplicationId"] == "a1"
     assert a1["Attributes"]["SequenceNumber"] == sent[0]
-    # While a group's head is in flight, nothing behind it is delivered.
+    # While any of A's messages is in flight, nothing of A is delivered; B goes on.
+    rest = sqs.receive_message(QueueUrl=fifo_url, MaxNumberOfMessages=10)["Messages"]
+    assert [m["Body"] for m in rest] == ["b1", "b2"]
     assert sqs.receive_message(QueueUrl=fifo_url, MaxNumberOfMessages=10).get("Messages") is None
-    order: dict[str, list[str]] = {"A": [], "B": []}
-    for message in first:
-        order[message["Body"][0].upper()].append(message["Body"])
-        sqs.delete_message(QueueUrl=fifo_url, ReceiptHandle=message["ReceiptHandle"])
-    while True:
-        got = sqs.receive_message(QueueUrl=fifo_url, MaxNumberOfMessages=10).get("Messages", [])
-        if not got:
-            break
-        for message in got:
-            order[message["Body"][0].upper()].append(message["Body"])
-            sqs.delete_message(QueueUrl=fifo_url, ReceiptHandle=message["ReceiptHandle"])
-    assert order == {"A": ["a1", "a2", "a3"], "B": ["b1", "b2"]}
+    sqs.delete_message(QueueUrl=fifo_url, ReceiptHandle=a1["ReceiptHandle"])
+    assert sqs.receive_message(QueueUrl=fifo_url, MaxNumberOfMessages=10).get("Messages") is None
+    sqs.delete_message(QueueUrl=fifo_url, ReceiptHandle=first[1]["ReceiptHandle"])
+    last = sqs.receive_message(QueueUrl=fifo_url, MaxNumberOfMessages=10)["Messages"]
+    assert [m["Body"] for m in last] == ["a3"]
+
+
+def test_a_fifo_group_in_flight_comes_back_in_order_when_its_visibility_ends(sqs, fifo_url):
+    for body in ("x1", "x2", "x3"):
+        sqs.send_message(
+            QueueUrl=fifo_url, MessageBody=body, MessageGroupId="X", MessageDeduplicationId=body
+        )
+    got = sqs.receive_message(QueueUrl=fifo_url, MaxNumberOfMessages=3)["Messages"]
+    assert [m["Body"] for m in got] == ["x1", "x2", "x3"]
+    sqs.change_message_visibility_batch(
+        QueueUrl=fifo_url,
+        Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+            for i, m in enumerate(got)
+        ],
+    )
+    again = sqs.receive_message(
+        QueueUrl=fifo_url, MaxNumberOfMessages=10, AttributeNames=["ApproximateReceiveCount"]
+    )["Messages"]
+    assert [(m["Body"], m["Attributes"]["ApproximateReceiveCount"]) for m in again] == [
+        ("x1", "2"),
+        ("x2", "2"),
+        ("x3", "2"),
+    ]
 
 
 def test_fifo_deduplicates_by_id_and_by_content(sqs, new_name):
