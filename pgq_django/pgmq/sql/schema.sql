@@ -240,10 +240,11 @@ $$;
 CREATE FUNCTION @extschema@._pgq_create(queue_name text, durable boolean) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM @extschema@.validate_queue_name(queue_name);
+    -- PGMQ's order: the characters (its table name is made first), then the length.
     IF queue_name ~ '\$|;|--|''' THEN
         RAISE EXCEPTION 'queue name contains invalid characters: $, ;, --, or \''';
     END IF;
+    PERFORM @extschema@.validate_queue_name(queue_name);
     IF queue_name !~ '^[A-Za-z0-9_-]+$' THEN
         RAISE EXCEPTION 'queue name % is not allowed: use letters, digits, ''_'' and ''-'' only', quote_literal(queue_name)
             USING ERRCODE = 'invalid_parameter_value';
