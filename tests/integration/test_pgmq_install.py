@@ -156,3 +156,54 @@ def test_a_pgmq_send_wakes_pgq_waiters_on_pgqs_channel(pgmq_sql: str) -> None:
     finally:
         waiter.join()
     assert [m.message for m in got] == [{"wake": True}]
+
+
+def test_topic_bindings_made_through_pgmq_route_pgq_publish_too(pgmq_sql: str) -> None:
+    errors, everything = unique_queue("errors"), unique_queue("all")
+    for name in (errors, everything):
+        _sql("SELECT pgmq.create(%s)", [name])
+    _sql("SELECT pgmq.bind_topic('*.error', %s)", [errors])
+    _sql("SELECT pgmq.bind_topic('app.#', %s)", [everything])
+    ids = pgq.publish("pgmq_topics", {"e": 1}, routing_key="app.error")
+    assert len(ids) == 2
+    assert len(pgq.publish("pgmq_topics", {"e": 2}, routing_key="app.db.slow")) == 1
+    assert pgq.publish("pgmq_topics", {"e": 3}, routing_key="db.slow") == []
+    assert _sql("SELECT count(*) FROM pgmq.read(%s, 30, 10)", [errors]) == [(1,)]
+    assert _sql("SELECT count(*) FROM pgmq.read(%s, 30, 10)", [everything]) == [(2,)]
+
+
+def test_insert_notifications_fire_for_pgq_sends_and_leave_no_trigger_when_off(
+    pgmq_sql: str,
+) -> None:
+    name = unique_queue()
+    pgq.create_queue(name)
+    _sql("SELECT pgmq.enable_notify_insert(%s, 0)", [name])
+    with psycopg.connect(pgmq_sql, autocommit=True) as listener:
+        listener.execute(f'LISTEN "pgmq.q_{name}.INSERT"')
+        pgq.send(name, {"n": 1})
+        heard = [n.channel for n in listener.notifies(timeout=10, stop_after=1)]
+    assert heard == [f"pgmq.q_{name}.INSERT"]
+    _sql("SELECT pgmq.disable_notify_insert(%s)", [name])
+    trigger = "SELECT count(*) FROM pg_trigger WHERE tgname = 'pgq_pgmq_notify_insert'"
+    assert _sql(trigger) == [(0,)]
+
+
+def test_a_bounded_queue_refuses_a_pgmq_send_when_full_and_keeps_what_it_had(
+    pgmq_sql: str,
+) -> None:
+    name = unique_queue()
+    pgq.create_queue(name)
+    pgq.alter_queue(name, max_length=2)
+    _sql("SELECT pgmq.send_batch(%s, ARRAY['{}', '{}']::jsonb[])", [name])
+    with pytest.raises(psycopg.errors.ProgramLimitExceeded, match="is full"):
+        _sql("SELECT pgmq.send(%s, '{\"over\": true}')", [name])
+    assert _sql(f"SELECT count(*) FROM pgmq.q_{name}") == [(2,)]
+
+
+def test_the_pgmq_schema_is_readable_by_pg_monitor(pgmq_sql: str) -> None:
+    name = unique_queue()
+    _sql("SELECT pgmq.create(%s)", [name])
+    for relation in ("pgmq.meta", f"pgmq.q_{name}", f"pgmq.a_{name}"):
+        assert _sql("SELECT has_table_privilege('pg_monitor', %s, 'SELECT')", [relation]) == [
+            (True,)
+        ]

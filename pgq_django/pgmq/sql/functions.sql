@@ -872,3 +872,6 @@ BEGIN
     PERFORM @extschema@._pgq_make_views(q.id, q.name) FROM @pgq@.pgq_queue q;
 END;
 $$;
+
+-- What exists now (later views get it from the schema's default privileges).
+GRANT SELECT ON ALL TABLES IN SCHEMA @extschema@ TO pg_monitor;

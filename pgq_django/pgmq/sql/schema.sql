@@ -48,6 +48,10 @@ SELECT q.name::varchar AS queue_name,
        q.created_at
 FROM @pgq@.pgq_queue q;
 
+-- PGMQ lets pg_monitor read its schema (metrics scrapers); so do we, views included.
+GRANT USAGE ON SCHEMA @extschema@ TO pg_monitor;
+ALTER DEFAULT PRIVILEGES IN SCHEMA @extschema@ GRANT SELECT ON TABLES TO pg_monitor;
+
 -- Which queues wake PGMQ listeners on insert, and how often at most (enable_notify_insert).
 -- Keyed by queue id, so a drop through either API removes the row (trigger below).
 CREATE UNLOGGED TABLE @extschema@.notify_insert_throttle (
@@ -97,6 +101,14 @@ LANGUAGE plpgsql AS $$
 DECLARE
     size_limit bigint := q.max_message_size;
 BEGIN
+    -- A queue given max_length through the Python API stays bounded for PGMQ's sends too.
+    IF q.max_length IS NOT NULL AND q.max_length < cardinality(msgs) + (
+        SELECT count(*) FROM (SELECT 1 FROM @pgq@.pgq_message r WHERE r.queue_id = q.id
+                              LIMIT q.max_length) r
+    ) THEN
+        RAISE EXCEPTION 'queue "%" is full: it holds at most % messages (max_length)',
+            q.name, q.max_length USING ERRCODE = 'program_limit_exceeded';
+    END IF;
     IF q.max_message_size < 2147483647 AND EXISTS (
         SELECT 1 FROM unnest(msgs) AS b(body) WHERE octet_length(b.body::text) > size_limit
     ) THEN
