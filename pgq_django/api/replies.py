@@ -29,12 +29,13 @@ from django.utils import timezone
 from .. import validation as v
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueAlreadyExists, QueueNotFound, RequestTimeout
-from ..models import Message
+from ..models import Message, Outcome
 from ..types import Duration, QueueRef
 from .delivery import cancel
 from .messages import archive, delete, read
 from .queues import create_queue, get_queue
 from .recovery import recovers
+from .refs import message_manager, message_ref
 from .sending import SendOptions, refuse_inside_atomic, send_trusted
 from .waiting import MessageWait
 from .workflows import CORRELATION_ID, REPLY_TO, REQUEST, send_after
@@ -69,11 +70,18 @@ def send_reply(message: Message, value: Any) -> int | None:
     target = headers.get(REPLY_TO)
     if not target:
         return None
+    name = str(target)
     options: dict[str, Any] = {"headers": {CORRELATION_ID: message.msg_id}}
+    left = None
     if headers.get(REQUEST) and isinstance(message.expires_at, datetime):
         left = (message.expires_at - timezone.now()).total_seconds()
         options["expires_in"] = max(left, 0.001)
-    return send_trusted(str(target), [value], **options)[0]
+    reply = send_trusted(name, [value], **options)[0]
+    if left is not None and left <= 0:
+        # The requester has given up: the reply goes straight to the archive, expired,
+        # where it can be read by id but is never delivered.
+        message_manager().archive(name, [message_ref(reply)], outcome=Outcome.EXPIRED)
+    return reply
 
 
 def _correlated(replies: str, msg_id: int) -> Any:
