@@ -75,12 +75,17 @@ def _own_schema(schema: str, alias: str) -> bool | None:
 
 
 def _refuse_foreign(schema: str, alias: str) -> bool:
-    """Raise if PGMQ itself or another schema holds the name; whether ours is there."""
-    if db.run_one(sql.PGMQ_EXTENSION, None, alias, prepare=False).installed:
+    """Raise if PGMQ itself or another schema holds the name; whether ours is there.
+
+    The PGMQ extension in another schema is no conflict: that is how its queues move over
+    (docs/pgmq.md, with the interface installed under another name for the move).
+    """
+    extension = db.run_one(sql.PGMQ_EXTENSION, None, alias, prepare=False)
+    if extension is not None and extension.schema == schema:
         raise PgmqSchemaConflict(
-            "The pgmq extension is installed in this database: pgq_django's PGMQ SQL "
-            "interface cannot share it. Drop the extension (after moving its queues over: "
-            "docs/pgmq.md), or unset PGQ['PGMQ_SCHEMA'].",
+            f"The pgmq extension is installed in this database, in schema {schema!r}: "
+            "pgq_django's PGMQ SQL interface cannot share it. Move its queues over and drop "
+            "the extension (docs/pgmq.md), choose another PGQ['PGMQ_SCHEMA'], or unset it.",
             schema=schema,
         )
     own = _own_schema(schema, alias)

@@ -207,3 +207,57 @@ def test_the_pgmq_schema_is_readable_by_pg_monitor(pgmq_sql: str) -> None:
         assert _sql("SELECT has_table_privilege('pg_monitor', %s, 'SELECT')", [relation]) == [
             (True,)
         ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_queues_move_over_from_real_pgmq_as_the_docs_say() -> None:
+    """docs/pgmq.md's move, on PGMQ 1.13.0 installed from the pgmq package's SQL."""
+    from pgmq.install import get_embedded_install_sql
+
+    with psycopg.connect(ours_dsn()) as conn:
+        conn.execute(get_embedded_install_sql())  # type: ignore[arg-type]
+    try:
+        with client(ours_dsn()) as old:
+            old.create_queue("orders")
+            kept = old.send_batch("orders", [{"n": 1}, {"n": 2}, {"n": 3}])
+            old.archive("orders", kept[0])
+        # Refused under PGMQ's own schema name; installed for the move under another.
+        with override_settings(PGQ=pgmq_settings()), pytest.raises(PgmqSchemaConflict):
+            install.install()
+        with override_settings(PGQ=pgmq_settings(PGMQ_SCHEMA="pgmq_move")):
+            call_command("migrate", verbosity=0)
+            _sql(
+                """
+                BEGIN;
+                SELECT pgmq_move.create(queue_name) FROM pgmq.meta;
+                INSERT INTO pgq_message (msg_id, queue_id, message, headers, read_ct,
+                                         enqueued_at, vt, last_read_at, expires_at)
+                SELECT m.msg_id, q.id, m.message, coalesce(m.headers, '{}'), m.read_ct,
+                       m.enqueued_at, m.vt, m.last_read_at,
+                       m.enqueued_at + make_interval(secs => q.retention)
+                FROM pgmq.q_orders m JOIN pgq_queue q ON q.name = 'orders';
+                INSERT INTO pgq_archived_message (msg_id, queue_id, message, headers, read_ct,
+                                                  enqueued_at, vt, last_read_at, archived_at,
+                                                  outcome)
+                SELECT a.msg_id, q.id, a.message, coalesce(a.headers, '{}'), a.read_ct,
+                       a.enqueued_at, a.vt, a.last_read_at, a.archived_at, 'archived'
+                FROM pgmq.a_orders a JOIN pgq_queue q ON q.name = 'orders';
+                SELECT setval('pgq_message_msg_id_seq',
+                              greatest((SELECT max(msg_id) FROM pgq_message),
+                                       (SELECT max(msg_id) FROM pgq_archived_message)));
+                COMMIT;
+                """
+            )
+            _sql("DROP SCHEMA pgmq CASCADE; DROP SCHEMA pgmq_move CASCADE")
+        with override_settings(PGQ=pgmq_settings()):
+            call_command("migrate", verbosity=0)
+            with client(ours_dsn()) as new:
+                moved = new.read("orders", vt=30, qty=10)
+                assert [(m.msg_id, m.message) for m in moved] == [
+                    (kept[1], {"n": 2}),
+                    (kept[2], {"n": 3}),
+                ]
+                assert _sql("SELECT msg_id FROM pgmq.a_orders") == [(kept[0],)]
+                assert new.send("orders", {"n": 4}) > kept[2]
+    finally:
+        _sql("DROP SCHEMA IF EXISTS pgmq CASCADE; DROP SCHEMA IF EXISTS pgmq_move CASCADE")

@@ -20,9 +20,10 @@ SCRIPTS = ("schema.sql", "functions.sql")
 # What the schema's comment starts with: how install tells its own schema from another's.
 OWN_SCHEMA_MARK = "pgq_django:"
 
-# -- pgmq_extension -- Whether PGMQ itself is installed as an extension in this database.
+# -- pgmq_extension -- The schema of PGMQ itself, when it is installed as an extension in
+# this database (no row: it is not).
 PGMQ_EXTENSION = """
-SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgmq') AS installed
+SELECT e.extnamespace::regnamespace::text AS schema FROM pg_extension e WHERE e.extname = 'pgmq'
 """
 
 # -- schema_state -- The schema of that name, if any: whether it exists and its comment
