@@ -60,3 +60,18 @@ def record_event(message: Any) -> None:
 def count_page_view(message: Any) -> None:
     """Pretend to aggregate a page view; losing a few in a crash is acceptable here."""
     log.info("page view %s (%s ms)", message.message.get("path"), message.message.get("ms"))
+
+
+@pgq.handler("reports")
+def build_report(message: Any) -> dict[str, str]:
+    """One step of a report; the next step was sent with ``after=[this step]``, so it runs
+    only once this one is acknowledged (docs/workflows.md)."""
+    log.info("report %s: %s", message.message.get("report"), message.message.get("step"))
+    return {"done": message.message.get("step", "")}
+
+
+@pgq.handler("pricing")
+def quote_price(message: Any) -> dict[str, Any]:
+    """Answer a request: the return value is the reply ``pgq.request`` receives."""
+    items = message.message.get("items", [])
+    return {"items": len(items), "total": f"{sum(9.5 for _ in items):.2f}"}

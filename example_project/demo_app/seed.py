@@ -26,6 +26,10 @@ DEMO_QUEUES: dict[str, dict[str, Any]] = {
     # Page views are cheap to lose and many: a non-durable (unlogged) queue writes no WAL for
     # them, and a crash of PostgreSQL empties it (every other queue keeps its messages).
     "page-views": {"durable": False},
+    # Workflows (docs/workflows.md): a report built in three steps, each waiting for the one
+    # before it, and a pricing service answering requests.
+    "reports": {"archive_on_ack": True},
+    "pricing": {},
     "payments-dlq": {"retention": 30 * 24 * 3600},
     "payments": {
         "dead_letter_queue": "payments-dlq",
@@ -101,6 +105,14 @@ def seed_traffic(log: Callable[[str], Any] = print) -> dict[str, int]:
 
     pgq.send_batch("page-views", [{"path": f"/products/{n}", "ms": 40 + n} for n in range(20)])
     count("page-views", 20)
+
+    # A chain: each step stays invisible until the step before it is acknowledged.
+    previous: list[int] = []
+    for name in ("extract", "transform", "publish"):
+        body = {"report": "monthly", "step": name}
+        previous = [pgq.send("reports", body, after=previous or None)]
+        count("reports")
+    log("sent a three-step report chain (python manage.py pgq_quote asks the pricing service)")
 
     for payment_id in range(1, 4):
         pgq.send(

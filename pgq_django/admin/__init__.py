@@ -13,6 +13,8 @@ from . import (  # noqa: F401  (each registers its ModelAdmin)
     dashboard_entry,
     exchanges,
     queues,
+    schedules,
+    workflows,
 )
 from .common import visible_queues
 

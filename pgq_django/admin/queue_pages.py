@@ -20,6 +20,8 @@ from django.utils import timezone
 import pgq_django as pgq
 
 from .. import access
+from ..api import workflows
+from ..api.workflows import HELD_YEAR
 from ..exceptions import InvalidArgument, PgqError
 from ..models import (
     ArchivedMessage,
@@ -126,6 +128,7 @@ class QueuePagesMixin(_AdminBase):
         page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
         now = timezone.now()
         shown = []
+        waits = workflows.dependencies_of(m.msg_id for m in page.object_list)
         for m in page.object_list:
             headers, errors = split_errors(m)
             body = pretty_json(m.message)
@@ -138,6 +141,7 @@ class QueuePagesMixin(_AdminBase):
                     "attributes": pretty_json(m.attributes) if m.attributes else "",
                     "errors": errors,
                     "status": getattr(m, "outcome", None) or _status(m, now),
+                    "waits_for": waits.get(m.msg_id, []),
                 }
             )
         metric = pgq.metrics(queue.name)
@@ -290,6 +294,8 @@ class QueuePagesMixin(_AdminBase):
 
 
 def _status(message: MessageFields, now: Any) -> str:
+    if message.vt.year >= HELD_YEAR:
+        return "waiting"  # for its dependencies (docs/workflows.md)
     if message.vt > now:
         return "in flight" if message.read_ct > 0 else "delayed"
     return "visible"

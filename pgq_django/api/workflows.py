@@ -53,6 +53,8 @@ CORRELATION_ID = "pgq_correlation_id"
 #: On a request of ``pgq.request``: its reply expires with the request (a late one is unread).
 REQUEST = "pgq_request"
 
+#: The year of a held message's ``vt`` (pgq_django.store.sql.workflows holds it until then).
+HELD_YEAR = 9999
 #: Most messages one message may wait for.
 MAX_DEPENDENCIES = 1000
 #: Waits one resolve looks at.
@@ -283,9 +285,20 @@ def group_status(group_id: int) -> GroupStatus:
     )
 
 
-def dependencies_of(msg_id: int) -> list[Dependency]:
-    """The waits of one message (what it waits for), for the admin and callers who ask."""
-    return list(Dependency.objects.using(settings.DATABASE).filter(dependant_id=msg_id))
+def dependencies_of(msg_ids: Iterable[int]) -> dict[int, list[tuple[int, str | None]]]:
+    """What each of ``msg_ids`` waits for: dependant -> [(dependency, its outcome or None
+    while it is pending)], in dependency order; for the admin's message browser."""
+    rows = (
+        Dependency.objects.using(settings.DATABASE)
+        .filter(dependant_id__in=list(msg_ids))
+        .order_by("dependant_id", "msg_id")
+        .values_list("dependant_id", "msg_id", "outcome")
+    )
+    found: dict[int, list[tuple[int, str | None]]] = {}
+    for dependant, dependency, outcome in rows:
+        if dependant is not None:
+            found.setdefault(dependant, []).append((dependency, outcome))
+    return found
 
 
 def prune() -> int:

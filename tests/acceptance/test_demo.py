@@ -126,6 +126,8 @@ def test_demo_check_migrates_seeds_and_serves_the_admin_login(fresh_database: st
             "page-views": None,
             "payments": "payments-dlq",
             "payments-dlq": None,
+            "reports": None,
+            "pricing": None,
             "tasks_default": None,
         }
         fifo = conn.execute("SELECT fifo FROM pgq_queue WHERE name = 'events.fifo'").fetchone()

@@ -294,3 +294,32 @@ def test_rest_reply_to_needs_the_write_right_on_the_reply_queue(make_queue):
     )
     assert batch.status_code == 400
     assert Message.objects.filter(queue=q).count() == 1
+
+
+def test_the_admin_shows_a_groups_status_and_members_and_what_a_message_waits_for(
+    make_queue, client
+):
+    users = get_user_model().objects
+    owner = users.create_user("a_owner")
+    reader = users.create_user("a_reader", is_staff=True)
+    outsider = users.create_user("a_outsider", is_staff=True)
+    q = make_queue(owner=owner)
+    pgq.grant_queue_access(q, reader, read=True, write=False)
+    gid = pgq.group(q, ["one", "two"], then=(q.name, "after"))
+    then_id = pgq.group_status(gid).then_msg_id
+    client.force_login(reader)
+    listing = client.get("/admin/pgq_django/workflowgroup/")
+    assert listing.status_code == 200
+    assert f'href="/admin/pgq_django/workflowgroup/{gid}/change/"' in listing.text
+    page = client.get(f"/admin/pgq_django/workflowgroup/{gid}/change/")
+    assert page.status_code == 200
+    assert "pending" in page.text and then_id is not None
+    members = Dependency.objects.filter(group_id=gid).values_list("msg_id", flat=True)
+    assert all(str(m) in page.text for m in members)
+    browser = client.get(f"/admin/pgq_django/queue/{q.pk}/messages/")
+    assert browser.status_code == 200, browser.status_code
+    assert "waits for" in browser.text and "waiting" in browser.text
+    client.force_login(outsider)
+    assert f"workflowgroup/{gid}/" not in client.get("/admin/pgq_django/workflowgroup/").text
+    refused = client.get(f"/admin/pgq_django/workflowgroup/{gid}/change/")
+    assert refused.status_code in (302, 403, 404)
