@@ -227,6 +227,22 @@ QUEUE_SETTINGS: dict[str, QueueSetting] = {
             default=False,
         ),
         QueueSetting(
+            "deduplication_scope",
+            "choice",
+            "FIFO queues: whether an SQS MessageDeduplicationId is unique in the queue "
+            "(queue) or within its message group (messageGroup).",
+            choices=("queue", "messageGroup"),
+            default="queue",
+        ),
+        QueueSetting(
+            "fifo_throughput_limit",
+            "choice",
+            "FIFO queues: SQS's FifoThroughputLimit, kept and answered for SQS clients "
+            "(pgq_django applies no throughput quota).",
+            choices=("perQueue", "perMessageGroupId"),
+            default="perQueue",
+        ),
+        QueueSetting(
             "receive_wait_time",
             "seconds",
             "Seconds an SQS ReceiveMessage waits when it does not say (long polling).",

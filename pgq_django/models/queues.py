@@ -55,6 +55,22 @@ class Queue(models.Model):
         help_text="FIFO queues: deduplicate SQS sends without a MessageDeduplicationId by the "
         "SHA-256 of their body.",
     )
+    deduplication_scope = models.CharField(
+        max_length=12,
+        default="queue",
+        db_default="queue",
+        choices=[("queue", "queue"), ("messageGroup", "messageGroup")],
+        help_text="FIFO queues: whether an SQS MessageDeduplicationId is unique in the queue "
+        "or within its message group (SQS's DeduplicationScope).",
+    )
+    fifo_throughput_limit = models.CharField(
+        max_length=17,
+        default="perQueue",
+        db_default="perQueue",
+        choices=[("perQueue", "perQueue"), ("perMessageGroupId", "perMessageGroupId")],
+        help_text="FIFO queues: SQS's FifoThroughputLimit, kept and answered for SQS clients "
+        "(pgq_django applies no throughput quota).",
+    )
     receive_wait_time = models.FloatField(
         default=0,
         db_default=0,

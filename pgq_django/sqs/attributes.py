@@ -11,6 +11,9 @@ ReceiveMessageWaitTimeSeconds     receive_wait_time
 RedrivePolicy                     dead_letter_queue + max_retries (= maxReceiveCount)
 FifoQueue                         fifo (set at creation only)
 ContentBasedDeduplication         content_based_deduplication (FIFO only)
+DeduplicationScope                deduplication_scope (FIFO only: queue | messageGroup)
+FifoThroughputLimit               fifo_throughput_limit (FIFO only: perQueue |
+                                  perMessageGroupId; kept and answered, no quota)
 ApproximateNumberOfMessages*      pgq.metrics(): waiting, in flight, delayed
 CreatedTimestamp, LastModified…   created_at, updated_at
 QueueArn                          arn:aws:sqs:<signing region>:<SQS_ACCOUNT_ID>:<name>
@@ -53,7 +56,12 @@ NUMBERS: dict[str, tuple[str, int, int]] = {
     "ReceiveMessageWaitTimeSeconds": ("receive_wait_time", 0, 20),
     "VisibilityTimeout": ("visibility_timeout", 0, 12 * 3600),
 }
-SETTABLE = frozenset({*NUMBERS, "RedrivePolicy", "ContentBasedDeduplication"})
+# FIFO-only choices: SQS name -> (queue field, allowed values).
+FIFO_CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "DeduplicationScope": ("deduplication_scope", ("messageGroup", "queue")),
+    "FifoThroughputLimit": ("fifo_throughput_limit", ("perQueue", "perMessageGroupId")),
+}
+SETTABLE = frozenset({*NUMBERS, "RedrivePolicy", "ContentBasedDeduplication", *FIFO_CHOICES})
 CREATE_ONLY = frozenset({"FifoQueue"})
 COUNTS = frozenset(
     {
@@ -143,6 +151,13 @@ def queue_changes(
             if not fifo:
                 raise _bad_value(name, value, "only FIFO queues deduplicate by content.")
             changes["content_based_deduplication"] = _boolean(name, value)
+        elif name in FIFO_CHOICES:
+            if not fifo:  # SQS knows these attributes only on FIFO queues
+                raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
+            field, allowed = FIFO_CHOICES[name]
+            if value not in allowed:
+                raise _bad_value(name, value, f"must be one of {', '.join(allowed)}.")
+            changes[field] = value
         elif name == "FifoQueue" and creating:
             if _boolean(name, value) != fifo:
                 raise _bad_value(
@@ -153,6 +168,26 @@ def queue_changes(
         else:
             raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
     return changes
+
+
+def check_high_throughput(queue: Any, changes: dict[str, Any]) -> None:
+    """SQS's rule for a FIFO queue's two high-throughput attributes together: a throughput
+    limit per message group needs deduplication per message group (``queue`` is None for
+    a queue being created, which starts from SQS's defaults)."""
+    scope = changes.get(
+        "deduplication_scope", queue.deduplication_scope if queue is not None else "queue"
+    )
+    limit = changes.get(
+        "fifo_throughput_limit",
+        queue.fifo_throughput_limit if queue is not None else "perQueue",
+    )
+    if limit == "perMessageGroupId" and scope != "messageGroup":
+        raise _bad_value(
+            "FifoThroughputLimit",
+            limit,
+            "The perMessageGroupId value is allowed only when the value for "
+            "DeduplicationScope is messageGroup.",
+        )
 
 
 def _number(value: float) -> str:
@@ -182,6 +217,9 @@ def describe(call: Call, queue: Any, names: list[str]) -> dict[str, str]:
             out["FifoQueue"] = "true"
         if "ContentBasedDeduplication" in wanted:
             out["ContentBasedDeduplication"] = str(queue.content_based_deduplication).lower()
+        for name, (field, _allowed) in FIFO_CHOICES.items():
+            if name in wanted:
+                out[name] = getattr(queue, field)
     if wanted & COUNTS:
         metrics = pgq.metrics(queue.name)
         waiting = metrics.queue_length - metrics.in_flight - metrics.delayed

@@ -98,6 +98,7 @@ def create_queue(call: Call) -> dict[str, Any]:
     if not access.may_create_queues(call.user):
         raise _may_not_create()
     changes = attributes.queue_changes(call, wanted, fifo=fifo, creating=True)
+    attributes.check_high_throughput(None, changes)
     pgq.create_queue(
         name,
         fifo=fifo,
@@ -172,6 +173,7 @@ def set_queue_attributes(call: Call) -> dict[str, Any]:
     queue = get_queue(call, "manage")
     wanted = call.string_map("Attributes", required=True)
     changes = attributes.queue_changes(call, wanted, fifo=queue.fifo, creating=False)
+    attributes.check_high_throughput(queue, changes)
     if changes:
         pgq.alter_queue(queue.name, **changes)
     return {}

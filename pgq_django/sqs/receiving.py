@@ -32,7 +32,7 @@ from . import message_attributes as ma
 from .digests import md5_of_attributes, md5_of_body
 from .params import Call
 from .queues import get_queue
-from .sending import SENDER_HEADER, TRACE_HEADER, sequence_number
+from .sending import SENDER_HEADER, TRACE_HEADER, sequence_number, sqs_dedup_id
 
 MAX_MESSAGES = 10
 MAX_WAIT = 20
@@ -178,7 +178,7 @@ def _system_attributes(plan: Receive, message: Any) -> dict[str, str]:
             _millis(plan.received_at) if message.read_ct == 1 else sent
         ),
         "MessageGroupId": message.group_id,
-        "MessageDeduplicationId": message.dedup_id,
+        "MessageDeduplicationId": sqs_dedup_id(message.group_id, message.dedup_id),
         "SequenceNumber": sequence_number(message.msg_id) if plan.queue.fifo else None,
         "AWSTraceHeader": headers.get(TRACE_HEADER),
     }

@@ -4,8 +4,9 @@ A message is checked completely before anything is sent: body characters and siz
 plus attributes, against the queue's MaximumMessageSize), attributes, delay, and the FIFO
 rules (MessageGroupId required; MessageDeduplicationId required unless the queue
 deduplicates by content, which then uses the SHA-256 of the body; a DelaySeconds other
-than 0 refused). A duplicate within five minutes is accepted and answers the first
-message's id, as SQS does.
+than 0 refused). On a queue with DeduplicationScope=messageGroup the id is claimed within
+its group (:func:`group_dedup_id`). A duplicate within five minutes is accepted and
+answers the first message's id, as SQS does.
 
 A batch is refused as a whole, as SQS refuses it, when its entries together exceed 1 MiB
 or, on a FIFO queue, an entry lacks its MessageGroupId or deduplication id; any other
@@ -94,6 +95,20 @@ def sequence_number(msg_id: int) -> str:
     return str(msg_id).zfill(20)
 
 
+def group_dedup_id(group: str, dedup_id: str) -> str:
+    """The dedup_id a FIFO queue with DeduplicationScope=messageGroup claims: the group and
+    the id, apart by a space (which neither may hold), so the same id in two groups is two
+    messages and a repeat in one group is a duplicate."""
+    return f"{group} {dedup_id}"
+
+
+def sqs_dedup_id(group: str | None, dedup_id: str | None) -> str | None:
+    """The MessageDeduplicationId a sender gave, from a message's stored dedup_id."""
+    if dedup_id is not None and group is not None and dedup_id.startswith(group + " "):
+        return dedup_id[len(group) + 1 :]
+    return dedup_id
+
+
 def _not_for_this_queue_type(parameter: str, value: object) -> SqsError:
     return invalid(
         f"Value {value} for parameter {parameter} is invalid. Reason: The request include "
@@ -151,6 +166,8 @@ def prepare(
             if not queue.content_based_deduplication:
                 raise invalid(NO_DEDUP_ID)
             dedup_id = hashlib.sha256(body.encode("utf-8")).hexdigest()
+        if queue.deduplication_scope == "messageGroup":
+            dedup_id = group_dedup_id(group, dedup_id)
     elif dedup_id is not None:
         raise _not_for_this_queue_type("MessageDeduplicationId", dedup_id)
     headers = {SENDER_HEADER: caller_key}

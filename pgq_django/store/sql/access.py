@@ -24,8 +24,9 @@ from __future__ import annotations
 _QUEUE_COLUMNS = """q.id, q.name, q.fifo, q.visibility_timeout, q.delivery_delay, q.retention,
        q.max_retries, q.retry_delay, q.backoff, q.backoff_cap, q.backoff_jitter,
        q.dead_letter_queue_id, q.max_message_size, q.max_length, q.archive_on_ack, q.durable,
-       q.content_based_deduplication, q.receive_wait_time, q.tags, q.paused, q.rate_limit,
-       q.concurrency_limit, q.callback, q.owner_id, q.created_at, q.updated_at"""
+       q.content_based_deduplication, q.deduplication_scope, q.fifo_throughput_limit,
+       q.receive_wait_time, q.tags, q.paused, q.rate_limit, q.concurrency_limit, q.callback,
+       q.owner_id, q.created_at, q.updated_at"""
 
 # The groups of user user_id, for a grant's group_id.
 _USER_GROUPS = """SELECT ug.{user.groups_group} FROM {user.groups} ug

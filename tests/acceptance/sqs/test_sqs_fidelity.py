@@ -341,3 +341,111 @@ def test_a_malformed_or_foreign_queue_url_names_no_queue(sqs, queue_url, url):
         sqs.send_message(QueueUrl=url.replace("QNAME", name), MessageBody="x")
     assert _error(caught) == (400, "AWS.SimpleQueueService.NonExistentQueue", NO_QUEUE)
     assert pgq.metrics(name).queue_length == 0
+
+
+# -- high-throughput FIFO attributes ---------------------------------------------------------
+
+
+def test_fifo_queues_answer_and_keep_their_high_throughput_attributes(sqs, new_name, queue_url):
+    name = new_name(fifo=True)
+    url = sqs.create_queue(QueueName=name, Attributes={"FifoQueue": "true"})["QueueUrl"]
+    found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert (found["DeduplicationScope"], found["FifoThroughputLimit"]) == ("queue", "perQueue")
+    sqs.set_queue_attributes(
+        QueueUrl=url,
+        Attributes={
+            "DeduplicationScope": "messageGroup",
+            "FifoThroughputLimit": "perMessageGroupId",
+        },
+    )
+    found = sqs.get_queue_attributes(
+        QueueUrl=url, AttributeNames=["DeduplicationScope", "FifoThroughputLimit"]
+    )["Attributes"]
+    assert found == {
+        "DeduplicationScope": "messageGroup",
+        "FifoThroughputLimit": "perMessageGroupId",
+    }
+    plain = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
+    assert "DeduplicationScope" not in plain and "FifoThroughputLimit" not in plain
+
+
+def test_a_fifo_queue_is_created_with_high_throughput(sqs, new_name):
+    name = new_name(fifo=True)
+    attributes = {
+        "FifoQueue": "true",
+        "DeduplicationScope": "messageGroup",
+        "FifoThroughputLimit": "perMessageGroupId",
+    }
+    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    queue = pgq.get_queue(name)
+    assert (queue.deduplication_scope, queue.fifo_throughput_limit) == (
+        "messageGroup",
+        "perMessageGroupId",
+    )
+    # The same CreateQueue again answers the same queue, as SQS does.
+    assert sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"] == url
+
+
+@pytest.mark.parametrize(
+    ("attributes", "code"),
+    [
+        ({"DeduplicationScope": "everywhere"}, "InvalidAttributeValue"),
+        ({"FifoThroughputLimit": "perGroup"}, "InvalidAttributeValue"),
+        ({"FifoThroughputLimit": "perMessageGroupId"}, "InvalidAttributeValue"),  # scope: queue
+        (
+            {"FifoThroughputLimit": "perMessageGroupId", "DeduplicationScope": "queue"},
+            "InvalidAttributeValue",
+        ),
+    ],
+)
+def test_bad_high_throughput_settings_are_refused_and_change_nothing(
+    sqs, fifo_url, attributes, code
+):
+    with pytest.raises(ClientError) as caught:
+        sqs.set_queue_attributes(QueueUrl=fifo_url, Attributes=attributes)
+    assert _error(caught)[:2] == (400, code)
+    queue = pgq.get_queue(_name(fifo_url))
+    assert (queue.deduplication_scope, queue.fifo_throughput_limit) == ("queue", "perQueue")
+
+
+def test_high_throughput_attributes_are_unknown_on_a_standard_queue(sqs, queue_url):
+    with pytest.raises(sqs.exceptions.InvalidAttributeName) as caught:
+        sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"DeduplicationScope": "queue"})
+    assert _error(caught) == (400, "InvalidAttributeName", "Unknown Attribute DeduplicationScope.")
+
+
+def test_dedup_per_message_group_lets_groups_reuse_an_id(sqs, new_name):
+    url = sqs.create_queue(
+        QueueName=new_name(fifo=True),
+        Attributes={"FifoQueue": "true", "DeduplicationScope": "messageGroup"},
+    )["QueueUrl"]
+
+    def send(group: str, body: str) -> str:
+        return str(
+            sqs.send_message(
+                QueueUrl=url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId="d1"
+            )["MessageId"]
+        )
+
+    a = send("A", "first A")
+    b = send("B", "first B")
+    assert a != b  # the same id in another group is another message
+    assert send("A", "again A") == a  # a repeat within its group is a duplicate
+    got = sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["MessageDeduplicationId"]
+    )["Messages"]
+    assert [(m["Body"], m["Attributes"]["MessageDeduplicationId"]) for m in got] == [
+        ("first A", "d1"),
+        ("first B", "d1"),
+    ]
+
+
+def test_dedup_per_queue_is_the_default(sqs, fifo_url):
+    first = sqs.send_message(
+        QueueUrl=fifo_url, MessageBody="x", MessageGroupId="A", MessageDeduplicationId="d1"
+    )
+    other_group = sqs.send_message(
+        QueueUrl=fifo_url, MessageBody="y", MessageGroupId="B", MessageDeduplicationId="d1"
+    )
+    assert other_group["MessageId"] == first["MessageId"]
+    assert pgq.metrics(_name(fifo_url)).queue_length == 1

@@ -126,12 +126,14 @@ def test_settings_are_answered_as_sqs_strings_whole_numbers_without_a_fraction()
 
 
 def test_fifo_attributes_are_answered_only_for_fifo_queues() -> None:
-    wanted = ["FifoQueue", "ContentBasedDeduplication"]
+    wanted = ["FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit"]
     assert describe(CALL, _queue(), wanted) == {}
     fifo = _queue(name="jobs.fifo", fifo=True, content_based_deduplication=True)
     assert describe(CALL, fifo, wanted) == {
         "FifoQueue": "true",
         "ContentBasedDeduplication": "true",
+        "DeduplicationScope": "queue",
+        "FifoThroughputLimit": "perQueue",
     }
 
 
