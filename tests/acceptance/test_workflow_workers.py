@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.db import close_old_connections, connection
+from asgiref.sync import sync_to_async
+from django.db import connection, connections
 
 import pgq_django as pgq
 from pgq_django.models import ArchivedMessage, Message
@@ -128,7 +130,7 @@ def test_request_and_reply_round_trips_under_four_workers(make_queue, spawn):
         try:
             return pgq.request(q, {"n": n}, timeout=60, reply_to=replies.name)
         finally:
-            close_old_connections()
+            connection.close()  # this pool thread's own connection
 
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(ask, range(40)))
@@ -153,4 +155,30 @@ def test_a_request_that_times_out_leaves_nothing_behind(make_queue, spawn):
     assert not Message.objects.filter(queue__in=[q, replies]).exists()
     # A later caller gets its own reply, never the late one.
     assert pgq.request(q, {"n": 7}, timeout=30, reply_to=replies.name)["echo"] == {"n": 7}
+    stop(proc)
+
+
+def test_the_async_twins_group_and_request_on_an_event_loop(make_queue, step_queue, spawn):
+    q, replies, members = make_queue(), make_queue(), step_queue()
+    pgq.register_callback(q, "tests.workflow_handlers.echo")
+    proc = spawn(*WORKER, "--queue", q.name, "--queue", members.name)
+    wait_for_workers(proc)
+
+    async def scenario():
+        gid = await pgq.agroup(members, [{"name": "x"}, {"name": "y"}])
+        answer = await pgq.arequest(q, {"n": 1}, timeout=60, reply_to=replies.name)
+        with pytest.raises(pgq.RequestTimeout):
+            await pgq.arequest(q, {"sleep": 1}, timeout=0.2, reply_to=replies.name)
+        while (status := await pgq.agroup_status(gid)).status == "pending":
+            await asyncio.sleep(0.05)  # polling a condition, as wait_until does
+        # The twins ran in asgiref's thread for database work: its connection goes now.
+        await sync_to_async(connections.close_all)()
+        return status, answer
+
+    status, answer = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
+    assert answer["echo"] == {"n": 1}
+    assert (status.status, status.done) == ("done", 2)
+    late = ArchivedMessage.objects.filter(queue=replies, outcome="expired")
+    wait_until(late.exists, timeout=60, what="the late reply archived")
+    assert not Message.objects.filter(queue__in=[q, replies]).exists()
     stop(proc)
