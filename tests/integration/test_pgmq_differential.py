@@ -59,9 +59,9 @@ def _sorted(messages: Any) -> Any:
 
 def test_sending_reading_and_removing_messages(pgmq_sql: str, reference_dsn: str) -> None:
     q = unique_queue()
-    later = datetime.now(UTC) + timedelta(hours=1)
 
     def script(c: Any, shape: Shaper) -> list[Any]:
+        later = datetime.now(UTC) + timedelta(hours=1)
         sent = []
         steps = [
             outcome(lambda: c.create_queue(q), shape),
@@ -104,8 +104,10 @@ def test_sending_reading_and_removing_messages(pgmq_sql: str, reference_dsn: str
             outcome(lambda: c.metrics(q), shape),
             outcome(lambda: [m for m in c.metrics_all() if m.queue_name == q], shape),
             outcome(lambda: [r for r in c.list_queues() if r.queue_name == q], shape),
-            outcome(lambda: _sql(c, f"SELECT count(*), min(read_ct) FROM pgmq.a_{q}"), shape),
-            outcome(lambda: _sql(c, f"SELECT count(*) FROM pgmq.q_{q}"), shape),
+            outcome(
+                lambda: _sql(c, f"SELECT count(*), min(read_ct) FROM pgmq.a_{q}"), shape, raw=True
+            ),
+            outcome(lambda: _sql(c, f"SELECT count(*) FROM pgmq.q_{q}"), shape, raw=True),
             outcome(lambda: c.purge(q), shape, raw=True),
             outcome(lambda: c.metrics(q), shape),
             outcome(lambda: c.drop_queue(q), shape),
