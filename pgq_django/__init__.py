@@ -82,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "schedule": "api.schedules",
     "unschedule": "api.schedules",
     "list_schedules": "api.schedules",
+    "get_schedule": "api.schedules",
     # dependencies, groups, request and reply
     "group": "api.workflows",
     "group_status": "api.workflows",
@@ -123,6 +124,7 @@ _EXPORTS: dict[str, str] = {
     "SubscriptionAlreadyExists": "exceptions",
     "ConnectionLost": "exceptions",
     "NotMigrated": "exceptions",
+    "ScheduleNotFound": "exceptions",
     # type aliases for code that wraps the API
     "QueueRef": "types",
     "ExchangeRef": "types",
@@ -189,6 +191,7 @@ _EXPORTS: dict[str, str] = {
     "aschedule": "api.twins",
     "aunschedule": "api.twins",
     "alist_schedules": "api.twins",
+    "aget_schedule": "api.twins",
 }
 
 if TYPE_CHECKING:
@@ -250,6 +253,7 @@ if TYPE_CHECKING:
     from .api.queues import validate_queue_settings as validate_queue_settings
     from .api.replies import arequest as arequest
     from .api.replies import request as request
+    from .api.schedules import get_schedule as get_schedule
     from .api.schedules import list_schedules as list_schedules
     from .api.schedules import schedule as schedule
     from .api.schedules import unschedule as unschedule
@@ -278,6 +282,7 @@ if TYPE_CHECKING:
     from .api.twins import aexports_cover as aexports_cover
     from .api.twins import aget_exchange as aget_exchange
     from .api.twins import aget_queue as aget_queue
+    from .api.twins import aget_schedule as aget_schedule
     from .api.twins import aget_subscription as aget_subscription
     from .api.twins import agrant_publish_access as agrant_publish_access
     from .api.twins import agrant_queue_access as agrant_queue_access
@@ -341,6 +346,7 @@ if TYPE_CHECKING:
     from .exceptions import QueuePaused as QueuePaused
     from .exceptions import RejectMessage as RejectMessage
     from .exceptions import RequestTimeout as RequestTimeout
+    from .exceptions import ScheduleNotFound as ScheduleNotFound
     from .exceptions import StaleReceipt as StaleReceipt
     from .exceptions import SubscriptionAlreadyExists as SubscriptionAlreadyExists
     from .exceptions import SubscriptionNotFound as SubscriptionNotFound

@@ -177,6 +177,15 @@ class GroupNotFound(PgqError):
         return cls(f"Group {group_id} does not exist (or was pruned).", group=group_id)
 
 
+class ScheduleNotFound(PgqError):
+    code = "schedule_not_found"
+    default_message = "The schedule does not exist."
+
+    @classmethod
+    def for_name(cls, name: object) -> ScheduleNotFound:
+        return cls(f"Schedule {name!r} does not exist.", schedule=name)
+
+
 class RequestTimeout(PgqError):
     """``pgq.request`` got no reply in time. The request was cancelled, and a reply that
     comes later expires unread: nothing of the request is left to a later caller."""
@@ -205,6 +214,7 @@ __all__ = [
     "QueuePaused",
     "RejectMessage",
     "RequestTimeout",
+    "ScheduleNotFound",
     "StaleReceipt",
     "SubscriptionAlreadyExists",
     "SubscriptionNotFound",

@@ -24,7 +24,7 @@ from django.utils import timezone as dj_timezone
 
 from .. import validation as v
 from ..conf import settings
-from ..exceptions import InvalidArgument, InvalidName
+from ..exceptions import InvalidArgument, InvalidName, ScheduleNotFound
 from ..models import Schedule
 from ..types import QueueRef
 from .queues import get_queue
@@ -99,6 +99,13 @@ def check_cron(value: Any) -> str:
     return cron
 
 
+def check_message(message: Any, headers: Any) -> None:
+    """A schedule's message and headers: what a send takes, without ``pgq_`` header keys."""
+    v.unreserved_headers(headers)
+    v.mapping(headers, "headers")
+    v.body(message, headers)
+
+
 def next_tick(cron: str, zone: ZoneInfo, after: datetime) -> datetime:
     """The first tick of ``cron`` in ``zone`` strictly after ``after`` (an aware time)."""
     found = croniter(cron, after.astimezone(zone)).get_next(datetime)
@@ -133,9 +140,7 @@ def schedule(
         raise InvalidArgument(
             f"catch_up must be True or False, not {catch_up!r}.", field="catch_up"
         )
-    v.unreserved_headers(headers)
-    v.mapping(headers, "headers")
-    v.body(message, headers)
+    check_message(message, headers)
     target = get_queue(queue)
     now = dj_timezone.now()
     with transaction.atomic(using=_db()):
@@ -160,6 +165,20 @@ def unschedule(name: str) -> bool:
     """Remove the schedule ``name``; False when there was none. Sent messages stay."""
     deleted, _ = Schedule.objects.using(_db()).filter(name=schedule_name(name)).delete()
     return deleted > 0
+
+
+@recovers()
+def get_schedule(name: str) -> Schedule:
+    """The schedule called ``name``, with its queue; raises ScheduleNotFound."""
+    found = (
+        Schedule.objects.using(_db())
+        .select_related("queue")
+        .filter(name=schedule_name(name))
+        .first()
+    )
+    if found is None:
+        raise ScheduleNotFound.for_name(name)
+    return found
 
 
 @recovers()

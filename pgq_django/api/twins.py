@@ -64,7 +64,7 @@ from .queues import (
     resume_queue,
     validate_queue_settings,
 )
-from .schedules import list_schedules, schedule, unschedule
+from .schedules import get_schedule, list_schedules, schedule, unschedule
 from .stats import metrics, metrics_all
 from .subscriptions import get_subscription, subscribe, subscription_id, unsubscribe
 from .workflows import group, group_status
@@ -127,3 +127,4 @@ agroup_status = make_async(group_status)
 aschedule = make_async(schedule)
 aunschedule = make_async(unschedule)
 alist_schedules = make_async(list_schedules)
+aget_schedule = make_async(get_schedule)

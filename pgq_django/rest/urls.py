@@ -20,6 +20,7 @@ from .views.queues import (
     QueuePurgeView,
     QueueStatsView,
 )
+from .views.schedules import ScheduleDetailView, ScheduleListView
 from .views.topics import (
     SubscriptionDetailView,
     SubscriptionListView,
@@ -52,6 +53,8 @@ urlpatterns = [
         name="subscription",
     ),
     path("v1/groups/<str:group>", GroupDetailView.as_view(), name="group"),
+    path("v1/schedules", ScheduleListView.as_view(), name="schedules"),
+    path("v1/schedules/<str:schedule>", ScheduleDetailView.as_view(), name="schedule"),
     path("v1/schema", SchemaView.as_view(), name="schema"),
     path("v1/docs", SwaggerView.as_view(url_name="pgq_rest:schema"), name="docs"),
     path("metrics", MetricsView.as_view(), name="metrics"),
