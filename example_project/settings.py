@@ -91,6 +91,8 @@ PGQ = {
     "DEFAULT_VISIBILITY_TIMEOUT": 20,
     "DEFAULT_RETRY_DELAY": 5,
     "SQS_ASGI_LEAN": True,
+    # PGMQ's SQL functions over these queues, for PGMQ clients in any language (docs/pgmq.md).
+    "PGMQ_SCHEMA": "pgmq",
 }
 
 LOGGING = {

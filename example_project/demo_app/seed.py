@@ -8,12 +8,14 @@ queue, and a queue whose failures end in its dead-letter queue.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 import pgq_django as pgq
+from pgq_django.conf import settings as pgq_settings
 
 from .models import place_order
 
@@ -105,6 +107,17 @@ def seed_traffic(log: Callable[[str], Any] = print) -> dict[str, int]:
 
     pgq.send_batch("page-views", [{"path": f"/products/{n}", "ms": 40 + n} for n in range(20)])
     count("page-views", 20)
+
+    # PGMQ's SQL functions reach the same queues (settings: PGQ["PGMQ_SCHEMA"]): what any
+    # PGMQ client, in any language, would send; the worker handles it like the rest.
+    if pgq_settings.PGMQ_SCHEMA:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT * FROM pgmq.send(%s::text, %s::jsonb)",
+                ["page-views", json.dumps({"path": "/from-pgmq", "ms": 1})],
+            )
+        count("page-views")
+        log("sent a page view through pgmq.send (the PGMQ SQL interface)")
 
     # A chain: each step stays invisible until the step before it is acknowledged.
     previous: list[int] = []
