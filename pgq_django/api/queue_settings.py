@@ -10,6 +10,7 @@ changes everywhere at once.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,9 +19,11 @@ from ..conf import settings
 from ..exceptions import InvalidArgument
 from ..models import Backoff
 
-Kind = Literal[
-    "seconds", "integer", "flag", "choice", "tags", "queue", "callback", "user", "unenforced"
-]
+Kind = Literal["seconds", "integer", "flag", "choice", "tags", "queue", "callback", "user", "rate"]
+
+# The highest rate_limit: far above what one queue delivers, low enough that a quarter of a
+# second's tokens stays a small number.
+MAX_RATE = 1_000_000.0
 
 
 @dataclass(frozen=True)
@@ -74,15 +77,21 @@ class QueueSetting:
             return value
         if self.kind == "tags":
             return v.tags(value)
-        if self.kind == "unenforced":
-            if value is not None:
+        if self.kind == "rate":
+            if value is None and self.nullable:
+                return None
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or not 0 < value <= MAX_RATE
+            ):
                 raise InvalidArgument(
-                    f"{name} is not enforced yet, so setting it is refused rather than "
-                    "silently ignored; limit throughput with the number of workers "
-                    "(pgq_worker --concurrency) instead.",
+                    f"{name} must be a number of messages per second above 0 and at most "
+                    f"{MAX_RATE:,.0f} (or None for no limit), not {value!r}.",
                     field=name,
                 )
-            return None
+            return float(value)
         raise TypeError(f"queue setting {name!r} of kind {self.kind!r} is checked by .queues")
 
     def json_schema(self) -> dict[str, Any]:
@@ -96,13 +105,13 @@ class QueueSetting:
             "queue": {"type": "string"},
             "callback": {"type": "string"},
             "user": {"type": "string"},
-            "unenforced": {"type": "null"},
+            "rate": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_RATE},
         }
         schema = dict(types[self.kind])
         if self.kind in ("seconds", "integer"):
             schema["minimum"] = self.minimum or 0
             schema["maximum"] = self.maximum
-        if self.nullable and self.kind != "unenforced":
+        if self.nullable:
             schema["nullable"] = True
         schema["description"] = self.doc
         return schema
@@ -253,9 +262,21 @@ QUEUE_SETTINGS: dict[str, QueueSetting] = {
         QueueSetting(
             "tags", "tags", "Key/value labels (SQS tags): at most 50 string pairs.", default={}
         ),
-        QueueSetting("rate_limit", "unenforced", "Not enforced yet; must be empty.", nullable=True),
         QueueSetting(
-            "concurrency_limit", "unenforced", "Not enforced yet; must be empty.", nullable=True
+            "rate_limit",
+            "rate",
+            "Most messages leased per second, across every worker and consumer (none: no "
+            "limit). Reads over it get fewer messages or none and try again.",
+            nullable=True,
+        ),
+        QueueSetting(
+            "concurrency_limit",
+            "integer",
+            "Most messages leased at once, across every worker and consumer (none: no "
+            "limit). Reads at it get no more until a lease ends.",
+            minimum=1,
+            maximum=1_000_000,
+            nullable=True,
         ),
         QueueSetting(
             "callback",

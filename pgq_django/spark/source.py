@@ -39,7 +39,7 @@ from ..store.sql import spark as statements
 from ..store.sql.fragments import MESSAGE_COLUMNS, TRANSIENT_FIRST_ID
 from ..store.sql.messages import DELETE, READ
 from ..store.sql.params import delete_params, queue_state_params, read_params, receipt_params
-from ..store.sql.queues import QUEUE_STATE
+from ..store.sql.queues import ADD_LIMIT, LOCK_LIMIT, QUEUE_STATE, READ_LIMITED
 from .options import ArchiveStreamOptions, ConsumeOptions, ReadOptions, WriteOptions
 from .queries import (
     ARCHIVE_TABLE,
@@ -341,13 +341,27 @@ class QueueStreamReader(DataSourceStreamReader):
             # documented default applies (a batch is bounded by batchSize as well).
             max_bytes=DEFAULTS["READ_MAX_BYTES"],
         )
-        rows = run(self._conn(), READ[fifo].format(filters=""), params).fetchall()
+        rows = self._lease(params, fifo, state.limited)
         if not rows:
             return start
         ct = MESSAGE_COLUMNS.index("read_ct")
         receipts = sorted((int(r[0]), int(r[ct])) for r in rows)
         self._last = {"batch": int(start.get("batch", 0)) + 1, "receipts": _encode(receipts)}
         return self._last
+
+    def _lease(self, params: dict[str, Any], fifo: bool, limited: bool) -> list[Any]:
+        """Lease a micro-batch as ``pgq.read`` does: a queue with a rate or concurrency limit
+        through LOCK_LIMIT and READ_LIMITED in one transaction, so the stream counts
+        against the limits like every other consumer."""
+        conn = self._conn()
+        if not limited:
+            return run(conn, READ[fifo].format(filters=""), params).fetchall()
+        lock = {"queue": self.opts.queue}
+        with conn.transaction():
+            if run(conn, LOCK_LIMIT, lock).fetchone() is None:
+                run(conn, ADD_LIMIT, lock)
+                run(conn, LOCK_LIMIT, lock)
+            return run(conn, READ_LIMITED[fifo].format(filters=""), params).fetchall()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if end.get("batch") == start.get("batch"):

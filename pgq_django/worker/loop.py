@@ -40,6 +40,14 @@ logger = logging.getLogger("pgq_django.worker")
 
 # Seconds between two ``worker_summary`` lines at DEBUG (``pgq_worker -v 2``).
 SUMMARY_INTERVAL = 10.0
+# A served queue's rate and concurrency limits are looked up again this often (seconds), so
+# a limit set or removed while the worker runs changes how soon it tries again.
+LIMITS_REFRESH = 5.0
+# How soon a thread tries again after finding nothing, when a served queue has a
+# concurrency limit: a lease elsewhere may end at any moment, and no notification says so.
+CONCURRENCY_RETRY = 0.05
+# The shortest wait between tries on a rate-limited queue (its next token comes in 1/rate s).
+RATE_RETRY_MIN = 0.01
 
 
 @dataclass
@@ -114,6 +122,8 @@ class Worker:
         self.wakeup = Wakeup()
         self.leases = LeaseExtender()
         self.lease_lengths = self._lease_lengths()
+        self.limited_retry: float | None = None
+        self._limits_checked = float("-inf")
         self.notifier: Notifier | None = None
         self.leader: Leader | None = None
         self._slots: list[_Slot] = []
@@ -135,6 +145,40 @@ class Worker:
             for name, entry in self.handlers.items()
         }
 
+    def refresh_limits(self) -> None:
+        """Look up the served queues' rate and concurrency limits: how soon an idle thread
+        tries again (:attr:`limited_retry`; None: no served queue is limited).
+
+        A lease over a limit gets no messages, and nothing notifies the worker when the
+        limit leaves room again, so an idle thread retries a limited queue sooner than the
+        poll interval: at the rate of the queue's tokens, or every CONCURRENCY_RETRY seconds
+        under a concurrency limit. Queues without limits keep the poll interval and their
+        notifications.
+        """
+        self._limits_checked = time.monotonic()
+        waits: list[float] = []
+        try:
+            rows = Queue.objects.filter(name__in=list(self.handlers)).values_list(
+                "rate_limit", "concurrency_limit"
+            )
+            for rate, concurrency in rows:
+                if rate:
+                    waits.append(max(RATE_RETRY_MIN, 1.0 / rate))
+                if concurrency:
+                    waits.append(CONCURRENCY_RETRY)
+        except Exception:
+            logger.exception("event=limits_check_failed")
+            return
+        finally:
+            close_old_connections()
+        self.limited_retry = min(waits) if waits else None
+
+    def _idle_wait(self) -> float:
+        """How long an idle thread waits for a wake-up before it tries again."""
+        if self.limited_retry is None:
+            return self.poll_interval
+        return min(self.poll_interval, self.limited_retry)
+
     def start(self) -> None:
         """Start the shared services and the first threads (``run`` calls this)."""
         logger.info(
@@ -145,6 +189,7 @@ class Worker:
             self.max_workers,
         )
         self._warn_of_unknown_queues()
+        self.refresh_limits()
         self.leases.start()
         if self.listen:
             self.notifier = Notifier(self.handlers, self.wakeup)
@@ -193,6 +238,8 @@ class Worker:
                     break
                 self.scale()
                 self._summarize()
+                if time.monotonic() - self._limits_checked >= LIMITS_REFRESH:
+                    self.refresh_limits()
             return self.shutdown()
         finally:
             for sig, previous in installed.items():
@@ -351,7 +398,7 @@ class Worker:
                     continue
                 if self.once or self._should_retire(slot):
                     break
-                self.wakeup.wait(seen, self.poll_interval)
+                self.wakeup.wait(seen, self._idle_wait())
         finally:
             connections.close_all()
 

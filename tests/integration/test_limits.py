@@ -1,8 +1,8 @@
 """Limits that keep one caller from exhausting the database or the process.
 
 max_length backpressure (QueueFull, or waiting for room), the byte budgets of reads and
-batches, capped waits, and queue settings that are refused because nothing enforces them.
-Each refusal changes nothing.
+batches, capped waits, and limit settings out of range. Each refusal changes nothing. The
+rate and concurrency limits themselves are in test_rate_limits.py.
 """
 
 from __future__ import annotations
@@ -113,15 +113,16 @@ def test_send_wait_is_capped_and_refused_inside_atomic(make_queue):
     assert contents(q) == ([], 0)
 
 
-@pytest.mark.parametrize("setting", ["rate_limit", "concurrency_limit"])
-def test_limits_nothing_enforces_are_refused_not_silently_stored(make_queue, queue_name, setting):
+@pytest.mark.parametrize(("setting", "bad"), [("rate_limit", 0), ("concurrency_limit", 0)])
+def test_a_limit_out_of_range_is_refused_and_changes_nothing(make_queue, queue_name, setting, bad):
     q = make_queue()
-    with pytest.raises(pgq.InvalidArgument, match="not enforced"):
-        pgq.alter_queue(q, **{setting: 5})
-    with pytest.raises(pgq.InvalidArgument, match="not enforced"):
-        pgq.create_queue(queue_name, **{setting: 5})
+    with pytest.raises(pgq.InvalidArgument):
+        pgq.alter_queue(q, **{setting: bad})
+    with pytest.raises(pgq.InvalidArgument):
+        pgq.create_queue(queue_name, **{setting: bad})
     assert getattr(pgq.get_queue(q), setting) is None
     assert not pgq.Queue.objects.filter(name=queue_name).exists()
+    assert getattr(pgq.alter_queue(q, **{setting: 2}), setting) == 2
     assert getattr(pgq.alter_queue(q, **{setting: None}), setting) is None
 
 

@@ -53,12 +53,21 @@ def test_a_choice_is_one_of_its_listed_values_and_the_schema_lists_them() -> Non
     assert backoff.json_schema()["enum"] == ["none", "linear", "exponential"]
 
 
-@pytest.mark.parametrize("name", ["rate_limit", "concurrency_limit"])
-def test_unenforced_settings_refuse_any_value_rather_than_ignore_it(name: str) -> None:
-    setting = QUEUE_SETTINGS[name]
+@pytest.mark.parametrize("value", [0, -1, 0.0, float("inf"), float("nan"), True, "5", 2e6])
+def test_a_rate_limit_is_a_positive_number_of_messages_per_second(value: object) -> None:
+    setting = QUEUE_SETTINGS["rate_limit"]
     assert setting.check(None) is None
-    assert "is not enforced yet" in _refused(setting, 10).message
-    assert setting.json_schema()["type"] == "null"
+    assert setting.check(20) == 20.0 and setting.check(0.5) == 0.5
+    assert "messages per second" in _refused(setting, value).message
+    assert setting.json_schema()["type"] == "number"
+
+
+def test_a_concurrency_limit_is_a_whole_number_from_one() -> None:
+    setting = QUEUE_SETTINGS["concurrency_limit"]
+    assert setting.check(None) is None
+    assert setting.check(3) == 3
+    for value in (0, -2, 1.5, "3"):
+        _refused(setting, value)
 
 
 @pytest.mark.parametrize("name", ["dead_letter_queue", "callback", "owner"])

@@ -13,6 +13,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from django.db import transaction
+
 from ...conf import settings
 from .. import db, tallies, wakeups
 from ..sql import messages as sql
@@ -27,7 +29,7 @@ from ..sql.params import (
     send_one_params,
     send_params,
 )
-from ..sql.queues import QUEUE_STATE
+from ..sql.queues import ADD_LIMIT, LOCK_LIMIT, QUEUE_STATE, READ_LIMITED
 from .base import MessageRef, SqlManager
 from .counters import CounterMethods
 from .delivery import DeliveryMethods
@@ -40,6 +42,8 @@ _ARCHIVES_ON_ACK: dict[str, bool] = {}
 # Queue name -> whether it had max_length when last sent to without options (see
 # _send_plain).
 _BOUNDED_QUEUES: dict[str, bool] = {}
+# Queue name -> whether it had a rate or concurrency limit when last read (see _leasing).
+_LIMITED_QUEUES: dict[str, bool] = {}
 
 _MessageManagerBase = SqlManager.from_queryset(MessageQuerySet)
 _DELIVERY_ORDER = operator.itemgetter(
@@ -120,7 +124,7 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         params = read_params(
             queue, qty=qty, vt=vt, max_bytes=settings.READ_MAX_BYTES, filter_values=values
         )
-        return self._leasing(sql.READ, queue, clause, params)
+        return self._leasing(sql.READ, queue, clause, params, limitable=True)
 
     def pop(self, queue: str, *, qty: int) -> tuple[list[Any], Any]:
         """Like :meth:`lease`, but the messages leave the queue (archived with archive_on_ack)."""
@@ -128,29 +132,70 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         return self._leasing(sql.POP, queue, "", params)
 
     def _leasing(
-        self, shapes: dict[bool, str], queue: str, clause: str, params: dict[str, Any]
+        self,
+        shapes: dict[bool, str],
+        queue: str,
+        clause: str,
+        params: dict[str, Any],
+        *,
+        limitable: bool = False,
     ) -> tuple[list[Any], Any]:
         """Run the statement of the queue's shape, remembered per process by queue name.
 
         A guess that no longer holds (a queue dropped and re-created as the other shape)
         matches no queue, so an empty result checks the shape once and runs the other one.
+        ``limitable`` (a read): a queue with a rate or concurrency limit is a shape too,
+        leased by :meth:`_lease_limited`; READ itself matches only a queue without limits.
         """
         fifo = _FIFO_QUEUES.get(queue, False)
+        limited = limitable and _LIMITED_QUEUES.get(queue, False)
         # Plain tuples: the rows become Message instances at once (see _instances).
-        rows = self._all(_text(shapes, fifo, clause), params, named=False)
+        rows = self._run_lease(shapes, fifo, limited, clause, params)
         state = None
         if not rows:
             state = self.queue_state(queue)
-            if state is not None and state.fifo != fifo:
+            if state is not None and (
+                state.fifo != fifo or (limitable and state.limited != limited)
+            ):
                 fifo = _FIFO_QUEUES[queue] = state.fifo
-                rows = self._all(_text(shapes, fifo, clause), params, named=False)
+                if limitable:
+                    limited = _LIMITED_QUEUES[queue] = state.limited
+                rows = self._run_lease(shapes, fifo, limited, clause, params)
         # Delivery order (priority, then msg_id: columns 6 and 0), sorted as plain tuples.
         rows.sort(key=_DELIVERY_ORDER)
         return self._instances(rows, queue_name=queue), state
 
+    def _run_lease(
+        self,
+        shapes: dict[bool, str],
+        fifo: bool,
+        limited: bool,
+        clause: str,
+        params: dict[str, Any],
+    ) -> list[Any]:
+        if limited:
+            return self._lease_limited(_text(READ_LIMITED, fifo, clause), params)
+        return self._all(_text(shapes, fifo, clause), params, named=False)
+
+    def _lease_limited(self, text: str, params: dict[str, Any]) -> list[Any]:
+        """Lease from a rate- or concurrency-limited queue: LOCK_LIMIT, then READ_LIMITED.
+
+        Two statements in one transaction (the caller's, or one of their own): the lock
+        makes the queue's leases take turns, and READ_LIMITED's snapshot, taken after it,
+        counts the leases committed before it. A queue without a limit row gets one first.
+        """
+        alias = self._db_alias()
+        lock = {"queue": params["queue"]}
+        with transaction.atomic(using=alias):
+            if self._one(LOCK_LIMIT, lock) is None:
+                db.run_rowcount(ADD_LIMIT, lock, alias)
+                if self._one(LOCK_LIMIT, lock) is None:
+                    return []  # no such queue, or no limit any more: the state says which
+            return self._all(text, params, named=False)
+
     def queue_state(self, queue: str) -> Any:
-        """The queue's (id, paused, max_message_size, fifo, archive_on_ack, max_length), or
-        None when there is no such queue."""
+        """The queue's (id, paused, max_message_size, fifo, archive_on_ack, max_length,
+        limited), or None when there is no such queue."""
         return self._one(QUEUE_STATE, queue_state_params(queue))
 
     def read_by_id(self, queue: str, msg_id: int) -> tuple[int | None, Any]:

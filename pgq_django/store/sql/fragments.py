@@ -27,6 +27,11 @@ def next_msg_id(queue: str) -> str:
     )
 
 
+# A queue without a rate or concurrency limit: what READ's ``q`` requires, so that a read of
+# a limited queue finds no queue and the manager runs the limited lease instead (as after a
+# wrong FIFO guess). Two NULL checks on the queue's row: an unlimited queue pays no more.
+UNLIMITED_QUEUE = "rate_limit IS NULL AND concurrency_limit IS NULL"
+
 # Columns shared by the live and the archive tables, in table order.
 MESSAGE_COLUMNS = (
     "msg_id",

@@ -17,6 +17,7 @@ from .fragments import (
     OPTION_DEFAULTS,
     OPTION_PARAMETERS,
     TRANSIENT_FIRST_ID,
+    UNLIMITED_QUEUE,
     archive_rows,
     count_one,
     count_rows,
@@ -236,10 +237,11 @@ _FIFO_TAKEN = f"""h AS ({{heads}}
 # A FIFO read leases group heads and the visible messages right behind them in their group
 # (as SQS's ReceiveMessage returns several messages of one group), so one read may take a
 # run of a group in order; the group stays blocked while any of them is leased.
+# Only a queue without limits: a limited one is leased by queues.READ_LIMITED.
 READ = _shapes(f"""
 WITH q AS (
     SELECT id, visibility_timeout, max_message_size FROM pgq_queue
-    WHERE name = %(queue)s AND NOT paused AND {{fifo}}
+    WHERE name = %(queue)s AND NOT paused AND {{fifo}} AND {UNLIMITED_QUEUE}
 ), c AS ({{candidates}})
 UPDATE pgq_message m
 SET vt = clock_timestamp() + make_interval(secs => coalesce(%(vt)s, q.visibility_timeout)),

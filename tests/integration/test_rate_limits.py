@@ -1,0 +1,128 @@
+"""Rate and concurrency limits, enforced in the lease: reads over a limit get fewer messages
+or none, never an error, and nothing else changes.
+
+Time passes for the token bucket by moving its ``refreshed_at`` back (as ``time_passes``
+moves messages' clocks), so no test waits for the clock. Limits held across real worker
+processes are in tests/acceptance/test_workflow_processes.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+
+import pgq_django as pgq
+from tests.conftest import time_passes
+
+
+def tokens_refill(queue: Any, seconds: float) -> None:
+    """Make ``seconds`` pass for the queue's token bucket."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE pgq_queue_limit SET refreshed_at = refreshed_at - make_interval(secs => %s)"
+            " WHERE queue_id = %s",
+            [seconds, queue.pk],
+        )
+
+
+def leased(queue: Any) -> int:
+    return pgq.metrics(queue).in_flight
+
+
+def test_a_concurrency_limit_caps_the_leases_held_at_once(make_queue):
+    q = make_queue(concurrency_limit=2)
+    ids = pgq.send_batch(q, list(range(5)))
+    first = pgq.read(q, qty=5)
+    assert [m.msg_id for m in first] == ids[:2]
+    assert pgq.read(q, qty=5) == []  # at the limit: nothing, and no error
+    assert leased(q) == 2
+    pgq.delete(q, first[0].receipt)  # an ack frees a slot
+    (third,) = pgq.read(q, qty=5)
+    assert third.msg_id == ids[2]
+    pgq.set_vt(q, third.receipt, 0)  # so does a release
+    assert [m.msg_id for m in pgq.read(q, qty=5)] == [ids[2]]
+    time_passes(q, 3600)  # and an expired lease
+    assert len(pgq.read(q, qty=5)) == 2
+
+
+def test_a_rate_limit_hands_out_tokens_at_its_rate(make_queue):
+    q = make_queue(rate_limit=40)  # a bucket of 10 tokens (a quarter second's worth)
+    pgq.send_batch(q, list(range(100)))
+    assert len(pgq.read(q, qty=100)) == 10
+    assert pgq.read(q, qty=100) == []
+    tokens_refill(q, 0.1)  # 4 tokens
+    assert len(pgq.read(q, qty=100)) == 4
+    tokens_refill(q, 3600)  # never more than the bucket holds
+    assert len(pgq.read(q, qty=100)) == 10
+    slow = make_queue(rate_limit=0.5)  # at least one token per lease
+    pgq.send_batch(slow, [1, 2])
+    assert len(pgq.read(slow, qty=2)) == 1
+    assert pgq.read(slow) == []
+
+
+def test_both_limits_together_give_the_smaller_budget(make_queue):
+    q = make_queue(rate_limit=100, concurrency_limit=3)
+    pgq.send_batch(q, list(range(50)))
+    assert len(pgq.read(q, qty=50)) == 3
+    assert pgq.read(q, qty=50) == []
+
+
+def test_a_limit_set_after_a_read_applies_to_the_next_read(make_queue):
+    q = make_queue()
+    pgq.send_batch(q, list(range(10)))
+    assert len(pgq.read(q)) == 1  # this process now takes the queue for unlimited
+    pgq.alter_queue(q, concurrency_limit=2)
+    assert len(pgq.read(q, qty=10)) == 1  # the lease taken before the limit counts
+    assert pgq.read(q, qty=10) == []
+    pgq.alter_queue(q, concurrency_limit=None)
+    assert len(pgq.read(q, qty=10)) == 8
+
+
+def test_a_limited_fifo_queue_keeps_its_order_and_its_limit(make_queue):
+    q = make_queue(fifo=True, concurrency_limit=1)
+    ids = [pgq.send(q, i, group=g) for i, g in enumerate("aab")]
+    (first,) = pgq.read(q, qty=10)
+    assert first.msg_id == ids[0]
+    assert pgq.read(q, qty=10) == []
+    pgq.delete(q, first.receipt)
+    assert [m.msg_id for m in pgq.read(q, qty=10)] == [ids[1]]
+
+
+def test_filters_apply_within_the_budget(make_queue):
+    q = make_queue(concurrency_limit=2)
+    pgq.send_batch(q, [1, 2], label="skip")
+    wanted = pgq.send_batch(q, [3, 4, 5], label="take")
+    got = pgq.read(q, qty=10, filters={"label": "take"})
+    assert [m.msg_id for m in got] == wanted[:2]
+
+
+def test_a_paused_or_missing_limited_queue_is_still_an_error(make_queue):
+    q = make_queue(rate_limit=10)
+    pgq.send(q, 1)
+    pgq.pause_queue(q)
+    with pytest.raises(pgq.QueuePaused):
+        pgq.read(q)
+    pgq.drop_queue(q)
+    with pytest.raises(pgq.QueueNotFound):
+        pgq.read(q)
+
+
+def test_a_limited_read_inside_the_callers_transaction_commits_with_it(make_queue):
+    q = make_queue(concurrency_limit=1)
+    pgq.send_batch(q, [1, 2])
+    with pytest.raises(RuntimeError), transaction.atomic():
+        assert len(pgq.read(q, qty=2)) == 1
+        raise RuntimeError
+    # Rolled back: neither the lease nor its record holds the slot.
+    assert len(pgq.read(q, qty=2)) == 1
+
+
+def test_pop_and_read_by_id_are_not_leases(make_queue):
+    """pop takes messages out of the queue for good (no lease to hold), read_by_id leases
+    nothing: neither is limited, and neither spends the limits."""
+    q = make_queue(concurrency_limit=1)
+    pgq.send_batch(q, [1, 2, 3])
+    assert len(pgq.pop(q, qty=2)) == 2
+    assert len(pgq.read(q, qty=5)) == 1
