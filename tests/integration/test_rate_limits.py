@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
+from rest_framework.test import APIClient
 
 import pgq_django as pgq
 from tests.conftest import time_passes
@@ -126,3 +128,17 @@ def test_pop_and_read_by_id_are_not_leases(make_queue):
     pgq.send_batch(q, [1, 2, 3])
     assert len(pgq.pop(q, qty=2)) == 2
     assert len(pgq.read(q, qty=5)) == 1
+
+
+def test_the_rest_consume_gets_no_more_than_the_limit_leaves(make_queue):
+    owner = get_user_model().objects.create_user("limit_owner")
+    q = make_queue(owner=owner, concurrency_limit=2)
+    pgq.send_batch(q, [1, 2, 3, 4])
+    api = APIClient()
+    api.force_authenticate(owner)
+    first = api.get(f"/v1/queues/{q.name}/messages?limit=10")
+    assert first.status_code == 200, first.content
+    assert len(first.json()["data"]) == 2
+    second = api.get(f"/v1/queues/{q.name}/messages?limit=10")
+    assert second.status_code == 200 and second.json()["data"] == []
+    assert leased(q) == 2
