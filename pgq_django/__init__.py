@@ -74,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     "archive_cancelled": "api.delivery",
     "reject": "api.delivery",
     "handler": "handlers",
+    "periodic": "handlers",
     # the record of Spark exports (pgq_spark export)
     "record_export": "api.exports",
     "list_exports": "api.exports",
@@ -351,6 +352,7 @@ if TYPE_CHECKING:
     from .exceptions import SubscriptionAlreadyExists as SubscriptionAlreadyExists
     from .exceptions import SubscriptionNotFound as SubscriptionNotFound
     from .handlers import handler as handler
+    from .handlers import periodic as periodic
     from .models import ArchivedMessage as ArchivedMessage
     from .models import Binding as Binding
     from .models import Exchange as Exchange

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from django.utils.module_loading import autodiscover_modules
 
 from . import validation as v
+from .cron import check_cron, check_timezone, schedule_name
 from .exceptions import InvalidArgument
 
 HANDLERS_MODULE = "pgq_handlers"
@@ -101,8 +103,69 @@ def handler(
     return register
 
 
+@dataclass(frozen=True)
+class Periodic:
+    """A schedule declared with ``@pgq.periodic``: what :func:`pgq_django.schedule` gets
+    when a worker serving ``queue`` starts."""
+
+    name: str
+    cron: str
+    queue: str
+    message: Any
+    timezone: str
+    catch_up: bool
+
+
+_periodic: dict[str, Periodic] = {}
+
+
+def periodic(
+    cron: str,
+    *,
+    queue: str,
+    name: str | None = None,
+    message: Any = None,
+    timezone: str = "UTC",
+    catch_up: bool = False,
+    **handler_options: Any,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function as the handler of ``queue`` and schedule it.
+
+    A worker that serves ``queue`` creates the queue if it is missing and the schedule
+    ``name`` (by default the function's dotted path) with :func:`pgq_django.schedule` when
+    it starts, so ``message`` reaches the handler at each tick of ``cron`` (read in
+    ``timezone``). ``handler_options`` are :func:`handler`'s. An invalid expression, time
+    zone or name raises here, when the module is imported. Removing the decorator leaves the
+    schedule in place: remove it with :func:`pgq_django.unschedule`.
+    """
+    cron = check_cron(cron)
+    check_timezone(timezone)
+    if name is not None:
+        schedule_name(name)
+    if not isinstance(catch_up, bool):
+        raise InvalidArgument(
+            f"catch_up must be True or False, not {catch_up!r}.", field="catch_up"
+        )
+    register_handler = handler(queue, **handler_options)
+
+    def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        register_handler(func)
+        found = name or re.sub(r"[^A-Za-z0-9_.:-]", "_", Handler(queue, func).name)[:200]
+        _periodic[found] = Periodic(found, cron, v.name(queue), message, timezone, catch_up)
+        return func
+
+    return register
+
+
+def periodic_schedules() -> dict[str, Periodic]:
+    """Schedules declared with ``@pgq.periodic`` so far, by name."""
+    return dict(_periodic)
+
+
 def unregister(queue: str) -> None:
     _registry.pop(queue, None)
+    for found in [p.name for p in _periodic.values() if p.queue == queue]:
+        del _periodic[found]
 
 
 def registered() -> dict[str, Handler]:

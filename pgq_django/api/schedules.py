@@ -12,28 +12,28 @@ within the dedup window returns the first message instead of a second one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import re
 from datetime import datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
-from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 from django.db import transaction
 from django.utils import timezone as dj_timezone
 
 from .. import validation as v
 from ..conf import settings
-from ..exceptions import InvalidArgument, InvalidName, ScheduleNotFound
+from ..cron import check_cron, check_timezone, latest_tick, next_tick, schedule_name
+from ..exceptions import InvalidArgument, QueueAlreadyExists, QueueNotFound, ScheduleNotFound
+from ..handlers import Periodic
 from ..models import Schedule
 from ..types import QueueRef
-from .queues import get_queue
+from .queues import create_queue, get_queue
 from .recovery import recovers
 from .sending import send_trusted
 
 logger = logging.getLogger("pgq_django.worker")
 
-SCHEDULE_NAME_RE = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 # Ticks one schedule sends per run of enqueue_due: a catch-up after a long outage goes out
 # in runs of this many, so one schedule cannot hold its row lock (and the leader) for long.
 MAX_TICKS_PER_RUN = 100
@@ -47,70 +47,11 @@ def _db() -> str:
     return settings.DATABASE
 
 
-def schedule_name(value: Any) -> str:
-    """A schedule name: 1-200 letters, digits, '.', ':', '-' or '_'."""
-    if not isinstance(value, str) or not SCHEDULE_NAME_RE.fullmatch(value):
-        raise InvalidName(
-            f"{value!r} is not a valid schedule name: use 1-200 letters, digits, '.', ':', "
-            "'-' or '_'.",
-            name=str(value),
-        )
-    return value
-
-
-def check_timezone(value: Any) -> ZoneInfo:
-    """The IANA time zone called ``value``; InvalidArgument for anything else."""
-    if not isinstance(value, str) or not value or len(value) > 64:
-        raise InvalidArgument(
-            f"timezone must be an IANA time zone name such as 'UTC' or 'Europe/Paris', "
-            f"not {value!r}.",
-            field="timezone",
-        )
-    try:
-        return ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise InvalidArgument(
-            f"{value!r} is not a known IANA time zone (for example 'UTC' or 'Europe/Paris').",
-            field="timezone",
-        ) from None
-
-
-def check_cron(value: Any) -> str:
-    """A cron expression croniter understands, with five fields or six (seconds last)."""
-    if not isinstance(value, str) or not value.strip() or len(value) > 120:
-        raise InvalidArgument(
-            f"cron must be a cron expression such as '*/5 * * * *', not {value!r}.",
-            field="cron",
-        )
-    cron = " ".join(value.split())
-    fields = len(cron.split(" "))
-    if not cron.startswith("@") and fields not in (5, 6):
-        raise InvalidArgument(
-            f"{value!r} has {fields} fields: a cron expression has five (minute hour day "
-            "month weekday) or six (the same, then seconds).",
-            field="cron",
-        )
-    try:
-        croniter(cron, datetime(2000, 1, 1, tzinfo=ZoneInfo("UTC"))).get_next(datetime)
-    except (CroniterBadCronError, CroniterBadDateError, ValueError, KeyError) as exc:
-        raise InvalidArgument(
-            f"{value!r} is not a valid cron expression: {exc}.", field="cron"
-        ) from None
-    return cron
-
-
 def check_message(message: Any, headers: Any) -> None:
     """A schedule's message and headers: what a send takes, without ``pgq_`` header keys."""
     v.unreserved_headers(headers)
     v.mapping(headers, "headers")
     v.body(message, headers)
-
-
-def next_tick(cron: str, zone: ZoneInfo, after: datetime) -> datetime:
-    """The first tick of ``cron`` in ``zone`` strictly after ``after`` (an aware time)."""
-    found = croniter(cron, after.astimezone(zone)).get_next(datetime)
-    assert isinstance(found, datetime)
-    return found.astimezone(ZoneInfo("UTC"))
 
 
 @recovers()
@@ -187,6 +128,29 @@ def list_schedules() -> list[Schedule]:
     return list(Schedule.objects.using(_db()).select_related("queue").order_by("name"))
 
 
+def ensure_periodic(declared: list[Periodic]) -> list[Schedule]:
+    """Create or update the schedules declared with ``@pgq.periodic`` (a worker's start),
+    creating each one's queue when it is missing; returns the schedules."""
+    saved = []
+    for spec in declared:
+        try:
+            get_queue(spec.queue)
+        except QueueNotFound:
+            with contextlib.suppress(QueueAlreadyExists):  # another worker made it
+                create_queue(spec.queue)
+        saved.append(
+            schedule(
+                spec.name,
+                spec.cron,
+                spec.queue,
+                spec.message,
+                timezone=spec.timezone,
+                catch_up=spec.catch_up,
+            )
+        )
+    return saved
+
+
 def due_ticks(found: Schedule, now: datetime) -> tuple[list[datetime], datetime]:
     """The ticks of ``found`` to send at ``now``, and the schedule's next tick after them.
 
@@ -204,14 +168,6 @@ def due_ticks(found: Schedule, now: datetime) -> tuple[list[datetime], datetime]
         latest = latest_tick(found.cron, zone, now)  # the older ones were missed
         return [latest], next_tick(found.cron, zone, latest)
     return ticks, tick
-
-
-def latest_tick(cron: str, zone: ZoneInfo, now: datetime) -> datetime:
-    """The last tick of ``cron`` at or before ``now``."""
-    found = croniter(cron, now.astimezone(zone)).get_prev(datetime)
-    assert isinstance(found, datetime)
-    following = next_tick(cron, zone, found)
-    return following if following <= now else found.astimezone(ZoneInfo("UTC"))
 
 
 def _send_tick(found: Schedule, tick: datetime) -> int:

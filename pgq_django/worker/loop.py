@@ -23,6 +23,7 @@ from django.db import close_old_connections, connections
 from .. import validation as v
 from ..api.delivery import release_leases
 from ..api.messages import read
+from ..api.schedules import ensure_periodic
 from ..api.stats import metrics
 from ..conf import settings
 from ..exceptions import QueueNotFound, QueuePaused
@@ -34,7 +35,7 @@ from .executor import Outcome, execute
 from .leader import Leader
 from .leases import LeaseExtender
 from .notifier import Notifier, Wakeup
-from .registry import Handler, batched, registered, resolve
+from .registry import Handler, batched, periodic_schedules, registered, resolve
 
 logger = logging.getLogger("pgq_django.worker")
 
@@ -145,6 +146,26 @@ class Worker:
             for name, entry in self.handlers.items()
         }
 
+    def _ensure_periodic(self) -> None:
+        """Create or update the ``@pgq.periodic`` schedules of the served queues (and their
+        queues, when missing), so declaring one in code is enough; a failure is logged and
+        the worker runs on."""
+        declared = [p for p in periodic_schedules().values() if p.queue in self.handlers]
+        if not declared:
+            return
+        try:
+            for saved in ensure_periodic(declared):
+                logger.info(
+                    "event=periodic_scheduled schedule=%s queue=%s cron=%r",
+                    saved.name,
+                    saved.queue.name,
+                    saved.cron,
+                )
+        except Exception:
+            logger.exception("event=periodic_schedule_failed")
+        finally:
+            close_old_connections()
+
     def refresh_limits(self) -> None:
         """Look up the served queues' rate and concurrency limits: how soon an idle thread
         tries again (:attr:`limited_retry`; None: no served queue is limited).
@@ -188,6 +209,7 @@ class Worker:
             self.min_workers,
             self.max_workers,
         )
+        self._ensure_periodic()
         self._warn_of_unknown_queues()
         self.refresh_limits()
         self.leases.start()

@@ -21,6 +21,7 @@ from ..handlers import HANDLERS_MODULE as HANDLERS_MODULE
 from ..handlers import Handler as Handler
 from ..handlers import autodiscover as autodiscover
 from ..handlers import handler as handler
+from ..handlers import periodic_schedules as periodic_schedules
 from ..handlers import registered as registered
 from ..handlers import unregister as unregister
 from ..models import Queue

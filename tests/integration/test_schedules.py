@@ -19,6 +19,8 @@ from rest_framework.test import APIClient
 import pgq_django as pgq
 from pgq_django.api.schedules import MAX_TICKS_PER_RUN, MISFIRE_GRACE, enqueue_due
 from pgq_django.models import Message, Schedule
+from pgq_django.worker.loop import Worker
+from pgq_django.worker.registry import registered, unregister
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -321,3 +323,42 @@ def test_the_admin_hides_schedules_of_queues_the_user_cannot_manage(client, make
     deleted = client.post(f"/admin/pgq_django/schedule/{s.pk}/delete/", {"post": "yes"})
     assert deleted.status_code in (302, 403)
     assert Schedule.objects.filter(name="secret-sched").exists()
+
+
+# -- @pgq.periodic -----------------------------------------------------------------------
+
+
+def test_periodic_registers_a_handler_whose_schedule_a_starting_worker_makes(queue_name):
+    @pgq.periodic("*/5 * * * * *", queue=queue_name, message={"beat": True}, batch=1)
+    def beat(message: Any) -> None:
+        pass
+
+    name = "tests.integration.test_schedules.test_periodic_registers_a_handler_whose_schedule_a_starting_worker_makes._locals_.beat"  # noqa: E501
+    try:
+        assert registered()[queue_name].func is beat
+        assert registered()[queue_name].batch == 1
+        worker = Worker([queue_name], lead=False, listen=False)
+        worker.start()
+        assert worker.shutdown() == 0
+        made = pgq.get_schedule(name)
+        assert (made.queue.name, made.cron, made.message) == (
+            queue_name,
+            "*/5 * * * * *",
+            {"beat": True},
+        )
+        worker = Worker([queue_name], lead=False, listen=False)
+        worker.start()  # a second start updates the same schedule
+        assert worker.shutdown() == 0
+        assert [s.name for s in pgq.list_schedules()] == [name]
+    finally:
+        unregister(queue_name)
+
+
+def test_periodic_refuses_a_bad_expression_when_the_module_is_imported(queue_name):
+    with pytest.raises(pgq.InvalidArgument):
+        pgq.periodic("every minute", queue=queue_name)
+    with pytest.raises(pgq.InvalidArgument):
+        pgq.periodic("* * * * *", queue=queue_name, timezone="Moon/Base")
+    with pytest.raises(pgq.InvalidName):
+        pgq.periodic("* * * * *", queue="bad name")
+    assert queue_name not in registered()
