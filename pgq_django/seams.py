@@ -1,9 +1,10 @@
-"""The one module that touches what Django, asgiref and DRF do not publish.
+"""The one module that touches what Django and asgiref do not publish.
 
-A few of pgq_django's hottest paths are cheaper when they read a dependency's internal state,
-or redo a dependency's own loop for the cases pgq_django has, instead of going through its
-public API. Each such shortcut lives here, beside the public way of doing the same thing, and
-nowhere else:
+A few of pgq_django's hottest paths are cheaper when they read a dependency's internal state
+instead of going through its public API. Each such shortcut lives here, beside the public way
+of doing the same thing, and nowhere else (the one shortcut that only redoes a public loop,
+``present_fields``, lives with the REST serializers it serves, so that DRF is imported only
+where REST is):
 
 - it is used only when it is detected (the internal name exists and has the expected
   shape) and ``PGQ["FAST_PATHS"]`` is true; otherwise the public path runs, with the same
@@ -23,12 +24,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from asgiref.sync import iscoroutinefunction
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import connections
 from django.db.models import Model
 from django.db.models.signals import post_init, pre_init
-from rest_framework.exceptions import ValidationError
-from rest_framework.fields import SkipField, empty, get_error_detail
 
 from .conf import settings
 
@@ -172,60 +170,3 @@ def asgi_request_steps(handler: Any) -> RequestSteps | None:
     if not callable(create) or not iscoroutinefunction(send):
         return None
     return RequestSteps(create, send)
-
-
-# -- request validation visiting only the fields sent ------------------------------------------
-
-
-def validate_present_fields(serializer: Any, data: dict[str, Any]) -> dict[str, Any] | None:
-    """``serializer.to_internal_value(data)`` visiting only the fields ``data`` holds and
-    the required ones, or None: then the caller runs DRF's own loop (the public path).
-
-    DRF's loop visits every declared field of every item, and an absent optional field costs
-    about as much as a present one (it is skipped by an exception); for a batch of messages
-    that is most of the validation. This loop does what DRF's does for each field it
-    visits (``run_validation``, DRF and Django validation errors gathered per field, a
-    skipped field left out), which is exact only for a plain serializer: no defaults, no
-    read-only fields, sources equal to names, no ``validate_<name>`` methods, no
-    validators. Detected per serializer instance; any other shape takes DRF's loop.
-    """
-    if not on("present_fields"):
-        return None
-    fields, required, plain = _field_table(serializer)
-    if not plain:
-        return None
-    out: dict[str, Any] = {}
-    errors: dict[str, Any] = {}
-    for name, field in fields.items():  # in DRF's order, so answers list errors alike
-        if name not in data and name not in required:
-            continue
-        try:
-            out[name] = field.run_validation(data.get(name, empty))
-        except ValidationError as exc:
-            errors[name] = exc.detail
-        except DjangoValidationError as exc:
-            errors[name] = get_error_detail(exc)
-        except SkipField:
-            pass
-    if errors:
-        raise ValidationError(errors)
-    return out
-
-
-def _field_table(serializer: Any) -> tuple[dict[str, Any], frozenset[str], bool]:
-    """The serializer's fields as a plain dict, the required names, and whether it has the
-    plain shape the shortcut needs (computed once per instance)."""
-    cached: tuple[dict[str, Any], frozenset[str], bool] | None
-    cached = serializer.__dict__.get("_pgq_fields")
-    if cached is None:
-        fields = dict(serializer.fields)
-        plain = not serializer.validators and all(
-            field.default is empty
-            and not field.read_only
-            and field.source == name
-            and not hasattr(serializer, f"validate_{name}")
-            for name, field in fields.items()
-        )
-        required = frozenset(name for name, field in fields.items() if field.required)
-        cached = serializer.__dict__["_pgq_fields"] = (fields, required, plain)
-    return cached

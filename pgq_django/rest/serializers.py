@@ -21,9 +21,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .. import seams
 from ..api.queue_settings import QUEUE_SETTINGS
 from ..validation import MAX_SECONDS
+from .present_fields import validate_present_fields
 
 # ---------------------------------------------------------------------------------------------
 # Strict fields
@@ -138,9 +138,10 @@ class ExchangeKind(StrictText):
 class Strict(serializers.Serializer):
     """Refuses fields it does not declare instead of ignoring them.
 
-    Validation of the fields themselves takes the ``present_fields`` shortcut of
-    :mod:`pgq_django.seams` when it may (it visits only the fields the data holds and the
-    required ones), else DRF's own loop, which visits every declared field of every item.
+    Validation of the fields themselves takes the ``present_fields`` shortcut
+    (:mod:`pgq_django.rest.present_fields`) when it may: it visits only the fields the data
+    holds and the required ones, where DRF's own loop visits every declared field of every
+    item.
     """
 
     def to_internal_value(self, data: Any) -> Any:
@@ -152,7 +153,7 @@ class Strict(serializers.Serializer):
             raise serializers.ValidationError(
                 {name: ["This field is not known."] for name in sorted(unknown)}
             )
-        validated = seams.validate_present_fields(self, data)
+        validated = validate_present_fields(self, data)
         return super().to_internal_value(data) if validated is None else validated
 
     def run_validators(self, value: Any) -> None:

@@ -15,6 +15,7 @@ from django.test import override_settings
 from rest_framework import serializers
 
 from pgq_django import seams
+from pgq_django.rest.present_fields import validate_present_fields
 from pgq_django.rest.serializers import BatchIn, MessageIn, QueueCreateIn, Strict, SubscriptionIn
 
 PACKAGE = Path(seams.__file__).parent
@@ -52,7 +53,11 @@ def test_no_module_but_seams_names_a_private_internal() -> None:
 def test_every_shortcut_is_switched_by_its_own_name() -> None:
     """Each name of SHORTCUTS is what one ``on(...)`` check in seams asks, and no check asks
     a name the setting cannot list."""
-    asked = re.findall(r"\bon\(\"(\w+)\"\)", Path(seams.__file__).read_text())
+    asked = [
+        name
+        for path in PACKAGE.rglob("*.py")
+        for name in re.findall(r"\bon\(\"(\w+)\"\)", path.read_text())
+    ]
     assert sorted(set(asked)) == sorted(seams.SHORTCUTS)
     assert len(set(seams.SHORTCUTS)) == len(seams.SHORTCUTS)
 
@@ -129,7 +134,7 @@ def test_validation_answers_the_same_with_the_shortcut_and_with_drfs_loop(
 def test_the_plain_request_serializers_take_the_shortcut() -> None:
     with override_settings(PGQ={"FAST_PATHS": True}):
         for serializer_class, data in REQUESTS[:2]:
-            found = seams.validate_present_fields(serializer_class(data=data), data)
+            found = validate_present_fields(serializer_class(data=data), data)
             assert found is not None and set(found) == set(data)
 
 
@@ -154,7 +159,7 @@ def test_a_serializer_outside_the_plain_shape_takes_drfs_loop(
 ) -> None:
     with override_settings(PGQ={"FAST_PATHS": True}):
         serializer = serializer_class(data=data)
-        assert seams.validate_present_fields(serializer, data) is None
+        assert validate_present_fields(serializer, data) is None
         assert serializer.is_valid(), serializer.errors
         assert dict(serializer.validated_data) == expected
 
