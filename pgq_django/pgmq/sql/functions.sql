@@ -173,38 +173,30 @@ $$;
 CREATE FUNCTION @extschema@.send(
     queue_name TEXT, msg JSONB, headers JSONB, delay TIMESTAMP WITH TIME ZONE
 ) RETURNS SETOF BIGINT
-LANGUAGE sql AS $$
-    SELECT @extschema@._pgq_insert(@extschema@._pgq_queue($1), ARRAY[$2], ARRAY[$3], $4)
-$$;
+LANGUAGE sql AS $$ SELECT * FROM @extschema@._pgq_send_one($1, $2, $3, $4) $$;
 
 CREATE FUNCTION @extschema@.send(queue_name TEXT, msg JSONB) RETURNS SETOF BIGINT
-LANGUAGE sql AS $$
-    SELECT @extschema@._pgq_insert(@extschema@._pgq_queue($1), ARRAY[$2], NULL, NULL)
-$$;
+LANGUAGE sql AS $$ SELECT * FROM @extschema@._pgq_send_one($1, $2, NULL, NULL) $$;
 
 CREATE FUNCTION @extschema@.send(queue_name TEXT, msg JSONB, headers JSONB) RETURNS SETOF BIGINT
-LANGUAGE sql AS $$
-    SELECT @extschema@._pgq_insert(@extschema@._pgq_queue($1), ARRAY[$2], ARRAY[$3], NULL)
-$$;
+LANGUAGE sql AS $$ SELECT * FROM @extschema@._pgq_send_one($1, $2, $3, NULL) $$;
 
 CREATE FUNCTION @extschema@.send(queue_name TEXT, msg JSONB, delay INTEGER) RETURNS SETOF BIGINT
 LANGUAGE sql AS $$
-    SELECT @extschema@._pgq_insert(@extschema@._pgq_queue($1), ARRAY[$2], NULL,
-                                   clock_timestamp() + make_interval(secs => $3))
+    SELECT * FROM @extschema@._pgq_send_one($1, $2, NULL,
+                                            clock_timestamp() + make_interval(secs => $3))
 $$;
 
 CREATE FUNCTION @extschema@.send(
     queue_name TEXT, msg JSONB, delay TIMESTAMP WITH TIME ZONE
 ) RETURNS SETOF BIGINT
-LANGUAGE sql AS $$
-    SELECT @extschema@._pgq_insert(@extschema@._pgq_queue($1), ARRAY[$2], NULL, $3)
-$$;
+LANGUAGE sql AS $$ SELECT * FROM @extschema@._pgq_send_one($1, $2, NULL, $3) $$;
 
 CREATE FUNCTION @extschema@.send(queue_name TEXT, msg JSONB, headers JSONB, delay INTEGER)
 RETURNS SETOF BIGINT
 LANGUAGE sql AS $$
-    SELECT @extschema@._pgq_insert(@extschema@._pgq_queue($1), ARRAY[$2], ARRAY[$3],
-                                   clock_timestamp() + make_interval(secs => $4))
+    SELECT * FROM @extschema@._pgq_send_one($1, $2, $3,
+                                            clock_timestamp() + make_interval(secs => $4))
 $$;
 
 -- PGMQ's checks of a batch, with its texts.
@@ -341,9 +333,27 @@ BEGIN
 END;
 $$;
 
+-- The usual ack as one DELETE that finds its queue by the unique name, with its counter
+-- row; any other case (another spelling, archive_on_ack, a message not there, no such
+-- queue) goes the general way of _pgq_remove.
 CREATE FUNCTION @extschema@.delete(queue_name TEXT, msg_id BIGINT) RETURNS BOOLEAN
-LANGUAGE sql AS $$
-    SELECT EXISTS (SELECT FROM @extschema@._pgq_remove(@extschema@._pgq_queue($1), ARRAY[$2], false))
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    found_queue bigint;
+BEGIN
+    DELETE FROM @pgq@.pgq_message m USING @pgq@.pgq_queue q
+    WHERE q.name = delete.queue_name AND NOT q.archive_on_ack AND m.queue_id = q.id
+      AND m.msg_id = delete.msg_id
+    RETURNING q.id INTO found_queue;
+    IF found_queue IS NOT NULL THEN
+        INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
+        VALUES (found_queue, 'acked', 1, clock_timestamp());
+        RETURN true;
+    END IF;
+    RETURN EXISTS (SELECT FROM @extschema@._pgq_remove(@extschema@._pgq_queue(queue_name),
+                                                       ARRAY[msg_id], false));
+END;
 $$;
 
 CREATE FUNCTION @extschema@.delete(queue_name TEXT, msg_ids BIGINT[]) RETURNS SETOF BIGINT
