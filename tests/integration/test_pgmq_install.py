@@ -261,3 +261,17 @@ def test_queues_move_over_from_real_pgmq_as_the_docs_say() -> None:
                 assert new.send("orders", {"n": 4}) > kept[2]
     finally:
         _sql("DROP SCHEMA IF EXISTS pgmq CASCADE; DROP SCHEMA IF EXISTS pgmq_move CASCADE")
+
+
+def test_pgmq_delete_on_a_queue_that_archives_on_ack_archives_as_acked(pgmq_sql: str) -> None:
+    name = unique_queue()
+    pgq.create_queue(name, archive_on_ack=True)
+    sent = pgq.send(name, {"keep": True})
+    [(leased,)] = _sql("SELECT msg_id FROM pgmq.read(%s, 30, 1)", [name])
+    assert leased == sent
+    assert _sql("SELECT pgmq.delete(%s, %s::bigint)", [name, sent]) == [(True,)]
+    assert _sql("SELECT pgmq.delete(%s, %s::bigint)", [name, sent]) == [(False,)]
+    assert _sql(
+        "SELECT outcome, last_read_at IS NOT NULL FROM pgq_archived_message WHERE msg_id = %s",
+        [sent],
+    ) == [("acked", True)]
