@@ -70,6 +70,13 @@ def build_report(message: Any) -> dict[str, str]:
     return {"done": message.message.get("step", "")}
 
 
+@pgq.periodic("*/30 * * * * *", queue="heartbeat", name="demo-heartbeat")
+def heartbeat(message: Any) -> None:
+    """A schedule declared with its handler: every 30 seconds the worker leader sends a
+    message, stamped with the tick it stands for (docs/workflows.md#schedules)."""
+    log.info("heartbeat scheduled at %s", message.headers.get("pgq_scheduled_at"))
+
+
 @pgq.handler("pricing")
 def quote_price(message: Any) -> dict[str, Any]:
     """Answer a request: the return value is the reply ``pgq.request`` receives."""

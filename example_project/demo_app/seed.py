@@ -1,6 +1,7 @@
 """Demo queues and traffic, so the admin and the worker have something to show.
 
-``seed_queues()`` creates the demo queues if they are missing (it is safe to run twice);
+``seed_queues()`` creates the demo queues if they are missing, and the demo's daily digest
+schedule (it is safe to run twice);
 ``seed_traffic()`` sends a burst of messages that exercises the main features: transactional
 enqueue, priorities, delays, labels and headers, a FIFO queue with groups, a non-durable
 queue, and a queue whose failures end in its dead-letter queue.
@@ -23,15 +24,19 @@ from .models import place_order
 DEMO_QUEUES: dict[str, dict[str, Any]] = {
     # Acked orders stay in the archive, so the admin can show what the worker completed.
     "orders": {"visibility_timeout": 30, "archive_on_ack": True},
-    "emails": {"archive_on_ack": True},
+    # The mail provider takes at most 20 messages a second, from all workers together.
+    "emails": {"archive_on_ack": True, "rate_limit": 20},
     "events.fifo": {},
     # Page views are cheap to lose and many: a non-durable (unlogged) queue writes no WAL for
     # them, and a crash of PostgreSQL empties it (every other queue keeps its messages).
     "page-views": {"durable": False},
     # Workflows (docs/workflows.md): a report built in three steps, each waiting for the one
     # before it, and a pricing service answering requests.
-    "reports": {"archive_on_ack": True},
+    # Reports are heavy: one is built at a time, however many workers run.
+    "reports": {"archive_on_ack": True, "concurrency_limit": 1},
     "pricing": {},
+    # Sent to by a schedule every 30 seconds (@pgq.periodic in pgq_handlers.py).
+    "heartbeat": {},
     "payments-dlq": {"retention": 30 * 24 * 3600},
     "payments": {
         "dead_letter_queue": "payments-dlq",
@@ -52,6 +57,14 @@ def seed_queues(log: Callable[[str], Any] = print) -> list[str]:
             continue
         created.append(name)
         log(f"created queue {name}")
+    # A schedule (docs/workflows.md#schedules): the worker leader sends it each morning.
+    pgq.schedule(
+        "emails-daily-digest",
+        "0 7 * * *",
+        "emails",
+        {"to": "team@example.com", "template": "digest"},
+        timezone="Europe/Paris",
+    )
     return created
 
 

@@ -19,7 +19,8 @@ from django.http import HttpRequest
 import pgq_django as pgq
 
 from .. import access
-from ..api.schedules import check_cron, check_message, check_timezone
+from ..api.schedules import check_message
+from ..cron import check_cron, check_timezone
 from ..exceptions import PgqError
 from ..models import Schedule
 from .common import is_staff

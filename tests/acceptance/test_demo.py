@@ -128,6 +128,7 @@ def test_demo_check_migrates_seeds_and_serves_the_admin_login(fresh_database: st
             "payments-dlq": None,
             "reports": None,
             "pricing": None,
+            "heartbeat": None,
             "tasks_default": None,
         }
         fifo = conn.execute("SELECT fifo FROM pgq_queue WHERE name = 'events.fifo'").fetchone()
