@@ -9,6 +9,7 @@ from django.core import checks
 from django.db import connections
 
 from .conf import DEFAULTS, REMOVED_SETTINGS, removed_message, settings
+from .pgmq.install import schema_setting_problem
 from .readiness import (
     not_migrated_message,
     unapplied_migrations,
@@ -92,6 +93,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             errors.append(
                 checks.Error(f"settings.PGQ['{name}'] must be True or False.", id="pgq_django.E008")
             )
+    pgmq_problem = schema_setting_problem(settings.as_dict().get("PGMQ_SCHEMA"))
+    if pgmq_problem is not None:
+        errors.append(checks.Error(pgmq_problem, id="pgq_django.E009"))
     return errors
 
 

@@ -42,17 +42,23 @@ class PgmqSchemaConflict(PgqError):
     default_message = "The PGMQ SQL interface's schema is taken."
 
 
+def schema_setting_problem(schema: object) -> str | None:
+    """What is wrong with a value of ``PGQ["PGMQ_SCHEMA"]``, or None (the system checks
+    report it before ``migrate`` would refuse it)."""
+    if schema is None or (isinstance(schema, str) and _PLAIN_NAME.fullmatch(schema)):
+        return None
+    return (
+        "PGQ['PGMQ_SCHEMA'] must be None or a lower-case SQL name of letters, digits and '_' "
+        f"(such as 'pgmq'), not {schema!r}."
+    )
+
+
 def configured_schema() -> str | None:
     """``PGQ["PGMQ_SCHEMA"]``, checked: None (not installed) or a plain lower-case name."""
     schema = settings.PGMQ_SCHEMA
-    if schema is None:
-        return None
-    if not isinstance(schema, str) or not _PLAIN_NAME.fullmatch(schema):
-        raise PgmqSchemaConflict(
-            f"PGQ['PGMQ_SCHEMA'] must be None or a lower-case SQL name of letters, digits "
-            f"and '_' (such as 'pgmq'), not {schema!r}.",
-            schema=str(schema),
-        )
+    problem = schema_setting_problem(schema)
+    if problem is not None:
+        raise PgmqSchemaConflict(problem, schema=str(schema))
     return schema
 
 
