@@ -22,12 +22,14 @@ from typing import Any
 import psycopg
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.test.utils import override_settings
 from pgmq import PGMQueue
 from pgmq.install import get_embedded_install_sql
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from pgq_django.pgmq import install
 from tests.conftest import _conninfo
 
 
@@ -39,8 +41,6 @@ def pgmq_settings(**extra: Any) -> dict[str, Any]:
 @pytest.fixture
 def pgmq_sql(transactional_db: Any) -> Iterator[str]:
     """Our PGMQ interface installed in the test database; its conninfo."""
-    from pgq_django.pgmq import install
-
     with override_settings(PGQ=pgmq_settings()):
         install.install()
         try:
@@ -51,16 +51,12 @@ def pgmq_sql(transactional_db: Any) -> Iterator[str]:
 
 def ours_dsn() -> str:
     """The conninfo of the test database (where our interface is installed)."""
-    from django.db import connection
-
     return _conninfo(connection.settings_dict["NAME"])
 
 
 @pytest.fixture(scope="module")
 def reference_dsn(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
     """A database with real PGMQ 1.13.0 (the package's SQL), beside the test database."""
-    from django.db import connection
-
     name = connection.settings_dict["NAME"] + "_pgmqref_" + uuid.uuid4().hex[:6]
     admin = _conninfo(connection.settings_dict["NAME"])
     with psycopg.connect(admin, autocommit=True) as conn:

@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.db import transaction
 
 import pgq_django as pgq
 from tests.conftest import wait_until
@@ -377,8 +378,6 @@ def test_read_with_poll_is_woken_by_pgq_send(pgmq_sql: str) -> None:
 
 
 def test_a_pgq_send_rolled_back_is_not_read_by_pgmq(pgmq_sql: str) -> None:
-    from django.db import transaction
-
     q = unique_queue()
     with client(pgmq_sql) as c:
         c.create_queue(q)

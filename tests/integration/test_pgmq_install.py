@@ -12,6 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import override_settings
+from pgmq.install import get_embedded_install_sql
 
 import pgq_django as pgq
 from pgq_django.pgmq import install
@@ -212,8 +213,6 @@ def test_the_pgmq_schema_is_readable_by_pg_monitor(pgmq_sql: str) -> None:
 @pytest.mark.django_db(transaction=True)
 def test_queues_move_over_from_real_pgmq_as_the_docs_say() -> None:
     """docs/pgmq.md's move, on PGMQ 1.13.0 installed from the pgmq package's SQL."""
-    from pgmq.install import get_embedded_install_sql
-
     with psycopg.connect(ours_dsn()) as conn:
         conn.execute(get_embedded_install_sql())  # type: ignore[arg-type]
     try:
