@@ -21,8 +21,8 @@ from ..models import Backoff
 
 Kind = Literal["seconds", "integer", "flag", "choice", "tags", "queue", "callback", "user", "rate"]
 
-# The highest rate_limit: far above what one queue delivers, low enough that a quarter of a
-# second's tokens stays a small number.
+# The highest rate_limit: far above what one queue delivers, low enough that the token
+# bucket's size (rate_limit / 4) stays a small number.
 MAX_RATE = 1_000_000.0
 
 

@@ -48,8 +48,8 @@ ON CONFLICT (queue_id) DO NOTHING
 """
 
 # The token bucket of a rate-limited queue ``lq`` whose limit row is ``l``: its tokens now,
-# refilled at rate_limit per second since refreshed_at, never above the bucket's size of a
-# quarter of a second's worth (at least one token). A small bucket keeps the rate near the
+# refilled at rate_limit per second since refreshed_at, never above the bucket's size,
+# rate_limit / 4 tokens (at least one). A small bucket keeps the rate near the
 # limit over any stretch of time and still covers the moment between a worker finding it
 # empty and its next try.
 _TOKENS_NOW = """least(greatest(1, lq.rate_limit / 4),
