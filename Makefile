@@ -14,7 +14,7 @@ DEMO_STAMP := $(VENV)/.demo-installed-$(CHECKSUM)
 # backport on Python 3.11 (no Spark, no benchmark contenders, no test or lint tools).
 DEMO_EXTRAS := embedded,asgi,tasks
 
-.PHONY: venv demo-venv test test-unit test-integration test-acceptance demo bench docs lint typecheck tox clean browser pgbouncer
+.PHONY: venv demo-venv query-client test test-unit test-integration test-acceptance demo bench docs lint typecheck tox clean browser pgbouncer
 
 venv: $(STAMP)
 
@@ -34,6 +34,21 @@ $(DEMO_STAMP): pyproject.toml
 	rm -f $(VENV)/.demo-installed-*
 	touch $@
 
+# The SQS Query protocol tests (tests/acceptance/sqs/test_sqs_query.py) drive botocore
+# 1.31.0, a release that still speaks the Query protocol to SQS, from a venv of its own
+# (the project's botocore speaks AWS JSON 1.0 only); tests/sqs_query_client.py runs in it.
+QUERY_VENV := .venv-query
+QUERY_BOTOCORE := botocore==1.31.0
+QUERY_STAMP := $(QUERY_VENV)/.installed-$(QUERY_BOTOCORE)
+
+query-client: $(QUERY_STAMP)
+
+$(QUERY_STAMP):
+	test -x $(QUERY_VENV)/bin/python || $(PYTHON) -m venv $(QUERY_VENV)
+	$(QUERY_VENV)/bin/python -m pip install -q '$(QUERY_BOTOCORE)'
+	rm -f $(QUERY_VENV)/.installed-*
+	touch $@
+
 # The admin's browser tests drive Debian's chromium through Playwright (no downloaded browser).
 browser:
 	@test -x /usr/bin/chromium || { \
@@ -46,7 +61,7 @@ pgbouncer:
 		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq pgbouncer; }
 
-test: venv browser pgbouncer
+test: venv browser pgbouncer query-client
 	$(BIN)/python -m pytest
 
 # One layer at a time (CONTRIBUTING.md): unit needs no database, integration the real
@@ -57,7 +72,7 @@ test-unit: venv
 test-integration: venv
 	$(BIN)/python -m pytest tests/integration
 
-test-acceptance: venv browser pgbouncer
+test-acceptance: venv browser pgbouncer query-client
 	$(BIN)/python -m pytest tests/acceptance
 
 lint: venv
@@ -81,4 +96,4 @@ tox: venv
 	$(BIN)/tox
 
 clean:
-	rm -rf $(VENV) .tox site .pgdata .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) $(QUERY_VENV) .tox site .pgdata .pytest_cache .ruff_cache .mypy_cache

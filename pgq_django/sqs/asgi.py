@@ -43,8 +43,6 @@ from ..conf import settings
 from . import protocol, views
 from .errors import SqsError
 
-_CONTENT_TYPE = protocol.CONTENT_TYPE.encode("latin1")
-
 
 class _HostProbe(HttpRequest):
     """Just enough of a request for Django's own Host and scheme rules (``get_host``,
@@ -140,10 +138,10 @@ class LeanEndpoint:
             return False
         try:
             if scope["method"] != "POST":
-                raise SqsError("InvalidAction", "SQS requests are POSTed (AWS JSON 1.0 protocol).")
+                raise SqsError("InvalidAction", "SQS requests are POSTed.")
             body = await _read_body(receive, headers)
         except SqsError as exc:
-            await _send(send, protocol.error_answer(exc))
+            await _send(send, protocol.error_answer(exc, xml=protocol.is_query(headers)))
             return True
         except _ClientGone:
             return True
@@ -184,7 +182,9 @@ class LeanEndpoint:
             # SQS's shape. (A disallowed Host was handed to Django before reading anything;
             # this is for settings changed meanwhile and the like.)
             logging.getLogger(f"django.security.{exc.__class__.__name__}").error(str(exc))
-            answer = protocol.error_answer(SqsError("InvalidParameterValue", "Bad request."))
+            answer = protocol.error_answer(
+                SqsError("InvalidParameterValue", "Bad request."), xml=request.is_query
+            )
         if answer is not None:
             await _send(send, answer)
         return True
@@ -238,7 +238,7 @@ def _disconnect_of(
 
 async def _send(send: Callable[[dict[str, Any]], Awaitable[None]], answer: protocol.Answer) -> None:
     headers = [
-        (b"content-type", _CONTENT_TYPE),
+        (b"content-type", answer.content_type.encode("latin1")),
         (b"content-length", str(len(answer.body)).encode("latin1")),
     ]
     headers.extend(

@@ -5,7 +5,8 @@ SigV4 needs the secret itself to recompute the HMAC. A request is accepted only 
 is active, its owner is active, its timestamp is within ``PGQ["SQS_CLOCK_SKEW"]`` seconds of
 the server's clock (15 minutes, as AWS), its body hashes to what was signed, and the
 signature matches. ``host`` and ``x-amz-target`` (the action) must be among the signed
-headers, so neither can be swapped on a captured request.
+headers, so neither can be swapped on a captured request; a Query protocol request names
+its action in its body, which is signed whole, and must sign ``host``.
 
 Speed without a stale answer. Decrypting the secret (Fernet) and deriving the day's signing
 key on every request costs more than the work most requests ask for, so a verified key's
@@ -46,6 +47,7 @@ logger = logging.getLogger("pgq_django.sqs")
 
 SERVICE = "sqs"
 REQUIRED_SIGNED_HEADERS = ("host", "x-amz-target")
+QUERY_SIGNED_HEADERS = ("host",)
 # last_used_at is refreshed at most this often, so busy keys do not write on every call.
 _TOUCH_INTERVAL = timedelta(seconds=60)
 # Keys remembered per process; past this many the oldest is forgotten (it is looked up again).
@@ -222,7 +224,9 @@ def _authenticate(request: WireRequest) -> Caller:
         raise SqsError(
             "SignatureDoesNotMatch", f"Credential should be scoped to the service '{SERVICE}'."
         )
-    for name in REQUIRED_SIGNED_HEADERS:
+    # A Query protocol request names its action in the body, which the signature covers.
+    required = QUERY_SIGNED_HEADERS if request.is_query else REQUIRED_SIGNED_HEADERS
+    for name in required:
         if name not in auth.signed_headers:
             raise SqsError("IncompleteSignature", f"The {name} header must be signed.")
     amz_date, signed_at = _request_time(request)

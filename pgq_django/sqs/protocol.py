@@ -1,4 +1,10 @@
-"""One SQS request, from its bytes to its answer, whichever server path brought it.
+"""One SQS request, from its bytes to its answer, whichever server path and protocol
+brought it.
+
+Both of SQS's wire protocols are served on the same URL: AWS JSON 1.0 (``X-Amz-Target:
+AmazonSQS.<Action>``, a JSON body) and the Query protocol of older SDKs (a form with
+``Action=<Action>``, XML answers), which :mod:`.query` reads into the same parameters and
+writes back; everything between is shared.
 
 Two adapters feed this module: the Django view (:mod:`.views`, for WSGI servers and any
 ASGI server running Django's handler) and the lean ASGI path (:mod:`.asgi`, which
@@ -28,7 +34,7 @@ from django.db import close_old_connections
 
 from ..api.waiting import ClientGone
 from ..exceptions import PgqError
-from . import receiving
+from . import query, receiving
 from .actions import ACTIONS, QUEUE_RIGHTS, RECEIVE, UNSUPPORTED
 from .auth import authenticate, confirm
 from .errors import UNSUPPORTED as UNSUPPORTED_CODE
@@ -65,18 +71,32 @@ class WireRequest:
         return self.headers.get(name.lower())
 
     @property
+    def is_query(self) -> bool:
+        """Whether the request speaks SQS's Query protocol (a form naming its Action) rather
+        than AWS JSON 1.0 (an X-Amz-Target header)."""
+        return is_query(self.headers)
+
+    @property
     def content_type(self) -> str:
         """The media type of Content-Type, lower-cased, without parameters."""
         return (self.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
 
 
+def is_query(headers: Mapping[str, str]) -> bool:
+    """Whether lower-cased request ``headers`` are a Query protocol request's: a form body
+    and no X-Amz-Target."""
+    media = (headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+    return media == query.CONTENT_TYPE and "x-amz-target" not in headers
+
+
 @dataclass(frozen=True)
 class Answer:
-    """An HTTP answer: status, headers (beyond Content-Type) and the JSON body."""
+    """An HTTP answer: status, headers (beyond Content-Type), the body and its type."""
 
     status: int
     headers: tuple[tuple[str, str], ...]
     body: bytes
+    content_type: str = CONTENT_TYPE
 
 
 RunSync = Callable[[Callable[[], Any]], Awaitable[Any]]
@@ -94,30 +114,54 @@ def _answer(status: int, body: dict[str, Any], request_id: str, *extra: tuple[st
     return Answer(status, (("x-amzn-RequestId", request_id), *extra), _to_json(body).encode())
 
 
-def error_answer(error: SqsError, request_id: str | None = None) -> Answer:
+def error_answer(error: SqsError, request_id: str | None = None, *, xml: bool = False) -> Answer:
     """SQS's answer to a refused request (the body and header botocore turns into the
-    matching ClientError)."""
+    matching ClientError): JSON, or with ``xml`` the Query protocol's ErrorResponse."""
+    request_id = request_id or str(uuid.uuid4())
+    if xml:
+        return Answer(
+            error.status,
+            (("x-amzn-RequestId", request_id),),
+            query.render_error(error, request_id),
+            query.XML_CONTENT_TYPE,
+        )
     return _answer(
         error.status,
         error.as_body(),
-        request_id or str(uuid.uuid4()),
+        request_id,
         ("x-amzn-query-error", error.query_error_header()),
     )
+
+
+def success_answer(request: WireRequest, result: dict[str, Any], request_id: str) -> Answer:
+    """An action's answer in the request's protocol: JSON, or the Query protocol's XML."""
+    if request.is_query:
+        body = query.render(query.action_of(request.body), result, request_id)
+        return Answer(200, (("x-amzn-RequestId", request_id),), body, query.XML_CONTENT_TYPE)
+    return _answer(200, result, request_id)
 
 
 def too_big() -> SqsError:
     return SqsError("InvalidParameterValue", TOO_BIG)
 
 
-def _action(request: WireRequest) -> str:
+def _read(request: WireRequest) -> tuple[str, dict[str, Any]]:
+    """The request's action and its parameters, from either protocol: the Query protocol's
+    form is read into the same parameters a JSON request of the action carries."""
+    if request.is_query:
+        action, params = query.read(request.body)
+        return _known(action), params
     target = request.header("x-amz-target") or ""
     if not target.startswith(TARGET_PREFIX):
         raise SqsError(
             "InvalidAction",
-            "This endpoint speaks the AWS JSON 1.0 protocol: POST with "
-            "X-Amz-Target: AmazonSQS.<Action>.",
+            "This endpoint speaks AWS JSON 1.0 (POST with X-Amz-Target: AmazonSQS.<Action>) "
+            "and the Query protocol (a form with Action=<Action>).",
         )
-    action = target[len(TARGET_PREFIX) :]
+    return _known(target[len(TARGET_PREFIX) :]), _params(request)
+
+
+def _known(action: str) -> str:
     if action in UNSUPPORTED:
         raise SqsError(UNSUPPORTED_CODE, f"pgq_django does not support {action}.")
     if action not in ACTIONS and action != RECEIVE:
@@ -145,8 +189,8 @@ def handle(request: WireRequest) -> dict[str, Any] | receiving.Receive:
     JSON object, or a ReceiveMessage that must wait for messages."""
     caller = authenticate(request)
     try:
-        action = _action(request)
-        call = Call(action, _params(request), caller, request.endpoint_url)
+        action, params = _read(request)
+        call = Call(action, params, caller, request.endpoint_url)
     except SqsError:
         confirm(caller)  # a dead key is refused as such before the request's own mistakes
         raise
@@ -166,19 +210,20 @@ def handle(request: WireRequest) -> dict[str, Any] | receiving.Receive:
     return ACTIONS[action](call)
 
 
-def refusal(exc: Exception, request_id: str) -> Answer:
+def refusal(exc: Exception, request_id: str, *, xml: bool = False) -> Answer:
     """SQS's answer to an exception raised while serving a request: its own SqsError, the
     SQS form of a PgqError, or InternalError (logged) for anything unexpected. A
     SuspiciousOperation (a Host outside ALLOWED_HOSTS and the like) is raised again: the
     adapter answers it as Django does."""
     if isinstance(exc, SqsError):
-        return error_answer(exc, request_id)
+        return error_answer(exc, request_id, xml=xml)
     if isinstance(exc, PgqError):
-        return error_answer(from_pgq_error(exc), request_id)
+        return error_answer(from_pgq_error(exc), request_id, xml=xml)
     if isinstance(exc, SuspiciousOperation):
         raise exc
     logger.exception("event=sqs_internal_error request_id=%s", request_id, exc_info=exc)
-    return error_answer(SqsError("InternalError", "The server could not answer."), request_id)
+    error = SqsError("InternalError", "The server could not answer.")
+    return error_answer(error, request_id, xml=xml)
 
 
 async def respond(
@@ -210,7 +255,7 @@ async def respond(
         try:
             result = handle(request)
         except Exception as exc:
-            result = refusal(exc, request_id)
+            result = refusal(exc, request_id, xml=request.is_query)
         finally:
             if after is not None and not isinstance(result, receiving.Receive):
                 after()
@@ -218,12 +263,14 @@ async def respond(
 
     result = await hop(first)
     if isinstance(result, receiving.Receive):
-        result = await _wait_and_finish(result, request_id, after, disconnected, hop)
+        result = await _wait_and_finish(
+            result, request_id, after, disconnected, hop, xml=request.is_query
+        )
         if result is None:
             return None
     if isinstance(result, Answer):
         return result
-    return _answer(200, result, request_id)
+    return success_answer(request, result, request_id)
 
 
 async def _wait_and_finish(
@@ -232,6 +279,8 @@ async def _wait_and_finish(
     after: Callable[[], None] | None,
     disconnected: Callable[[], Awaitable[None]] | None,
     hop: RunSync,
+    *,
+    xml: bool,
 ) -> Any:
     """Long poll on the event loop, then answer in the database thread (None if the client
     went away meanwhile)."""
@@ -240,7 +289,7 @@ async def _wait_and_finish(
         try:
             return receiving.finish(plan)
         except Exception as exc:
-            return refusal(exc, request_id)
+            return refusal(exc, request_id, xml=xml)
         finally:
             if after is not None:
                 after()
@@ -254,7 +303,7 @@ async def _wait_and_finish(
     except Exception as exc:
         if after is not None:
             await hop(after)
-        return refusal(exc, request_id)
+        return refusal(exc, request_id, xml=xml)
     except BaseException:  # cancelled: the client went away
         if after is not None:
             await hop(after)

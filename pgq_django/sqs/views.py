@@ -23,7 +23,7 @@ from .errors import SqsError
 
 
 def to_response(answer: protocol.Answer) -> HttpResponse:
-    response = HttpResponse(answer.body, status=answer.status, content_type=protocol.CONTENT_TYPE)
+    response = HttpResponse(answer.body, status=answer.status, content_type=answer.content_type)
     for name, value in answer.headers:
         response[name] = value
     return response
@@ -81,12 +81,13 @@ async def endpoint(request: HttpRequest, **_url: str) -> HttpResponse:
     """Every SQS action, posted to the endpoint URL (or to a queue URL)."""
     if not settings.SQS_ENABLED:
         raise Http404("The SQS endpoint is switched off (PGQ['SQS_ENABLED']).")
+    xml = protocol.is_query({name.lower(): value for name, value in request.headers.items()})
     try:
         if request.method != "POST":
-            raise SqsError("InvalidAction", "SQS requests are POSTed (AWS JSON 1.0 protocol).")
+            raise SqsError("InvalidAction", "SQS requests are POSTed.")
         wire = wire_request(request)
     except Exception as exc:
-        return to_response(protocol.refusal(exc, str(uuid.uuid4())))
+        return to_response(protocol.refusal(exc, str(uuid.uuid4()), xml=xml))
     # A SuspiciousOperation (a Host outside ALLOWED_HOSTS) goes on to Django: it answers 400.
     answer = await protocol.respond(wire)
     assert answer is not None  # only a request that can tell it was abandoned goes unanswered
