@@ -104,7 +104,7 @@ def _ack_taking_part(queue: str, message: Any, value: Any) -> None:
 
 def _after_failure(message: Any) -> None:
     """A failed message that was awaited may have left its queue (dead): tell its waiters."""
-    if takes_part(message):
+    if message.headers and workflows.AWAITED in message.headers:
         try:
             workflows.finished(message)
         except Exception:
