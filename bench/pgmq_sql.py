@@ -1,0 +1,206 @@
+"""The PGMQ SQL interface vs real PGMQ: the official ``pgmq`` client against both, side by side.
+
+Two databases on the benchmark server:
+
+- ``pgq_bench_pgmq_ours``: pgq_django migrated with ``PGQ["PGMQ_SCHEMA"] = "pgmq"``, so
+  schema ``pgmq`` holds our functions over pgq_django's tables;
+- ``pgq_bench_pgmq_real``: PGMQ 1.13.0 installed from the SQL the ``pgmq`` package bundles
+  (no extension), PGMQ's own tables.
+
+The same client code (``pgmq.PGMQueue``, extension initialisation off, one pooled
+connection) runs each case on both, interleaved round by round: ``send``,
+``send_batch(100)``, ``read`` + ``delete`` of one message, and the wake-up of a waiting
+``read_with_poll`` (``poll_interval_ms=10``) by a send from another connection. A ratio is
+ours / PGMQ's throughput (for the wake-up: PGMQ's latency / ours), so above 1.0 means the
+interface is faster.
+
+Run: ``python -m bench.pgmq_sql`` (``--quick`` for a smoke run, ``--rounds N``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+
+from . import common
+
+BODY = {"event": "order.created", "order_id": 12345, "items": ["a", "b", "c"], "note": "x" * 64}
+OURS_DB = "pgq_bench_pgmq_ours"
+REAL_DB = "pgq_bench_pgmq_real"
+QUEUE = "bench_pgmq"
+
+
+def _server() -> dict[str, Any]:
+    """The Django database dict of the benchmark server, on our database."""
+    db = common._bench_database()
+    db["NAME"] = OURS_DB
+    return db
+
+
+def _conninfo(db: dict[str, Any], name: str) -> str:
+    return psycopg.conninfo.make_conninfo(
+        dbname=name,
+        user=db.get("USER") or None,
+        password=db.get("PASSWORD") or None,
+        host=db.get("HOST") or None,
+        port=str(db["PORT"]) if db.get("PORT") else None,
+    )
+
+
+def setup() -> tuple[str, str]:
+    """Both databases ready, each with an empty queue; their conninfos (ours, real)."""
+    import django
+    from django.conf import settings
+
+    db = _server()
+    admin = _conninfo(db, "postgres")
+    for name in (OURS_DB, REAL_DB):
+        common._ensure_database(admin, name)
+    if not settings.configured:
+        settings.configure(
+            DEBUG=False,
+            USE_TZ=True,
+            SECRET_KEY="bench-only-not-secret",
+            INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "pgq_django"],
+            DATABASES={"default": db},
+            DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
+            PGQ={"PGMQ_SCHEMA": "pgmq"},
+        )
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+    ours, real = _conninfo(db, OURS_DB), _conninfo(db, REAL_DB)
+    with psycopg.connect(real) as conn:
+        if conn.execute("SELECT to_regproc('pgmq.format_table_name')").fetchone() == (None,):
+            from pgmq.install import get_embedded_install_sql
+
+            conn.execute(get_embedded_install_sql())  # type: ignore[arg-type]
+    for dsn in (ours, real):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SELECT pgmq.drop_queue(%s)", [QUEUE])
+            conn.execute("SELECT pgmq.create(%s)", [QUEUE])
+    common.close_django_connections()
+    return ours, real
+
+
+class Side:
+    """The official client on one database, with one pooled connection."""
+
+    def __init__(self, dsn: str) -> None:
+        from pgmq import PGMQueue
+        from psycopg_pool import ConnectionPool
+
+        self.dsn = dsn
+        self.pool = ConnectionPool(dsn, min_size=1, max_size=1, open=True)
+        self.client = PGMQueue(pool=self.pool, init_extension=False)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def purge(self) -> None:
+        self.client.purge(QUEUE)
+
+
+def _rate(n: int, fn: Callable[[], Any]) -> float:
+    """Operations per second of ``n`` calls of ``fn``."""
+    start = common.clock()
+    for _ in range(n):
+        fn()
+    return n / (common.clock() - start)
+
+
+def case_send(side: Side, n: int) -> float:
+    return _rate(n, lambda: side.client.send(QUEUE, BODY))
+
+
+def case_send_batch(side: Side, n: int) -> float:
+    batch = [BODY] * 100
+    return 100 * _rate(max(1, n // 20), lambda: side.client.send_batch(QUEUE, batch))
+
+
+def case_read_delete(side: Side, n: int) -> float:
+    side.client.send_batch(QUEUE, [BODY] * n)  # untimed fill
+
+    def one() -> None:
+        message = side.client.read(QUEUE, vt=30)
+        side.client.delete(QUEUE, message.msg_id)
+
+    return _rate(n, one)
+
+
+def _wait(side: Side, returned: list[float]) -> None:
+    """Wait for one message by polling, and note when it came."""
+    side.client.read_with_poll(QUEUE, vt=30, qty=1, max_poll_seconds=5, poll_interval_ms=10)
+    returned.append(common.clock())
+
+
+def case_wake_up(side: Side, n: int) -> float:
+    """Wake-ups per second: 1 / the median latency from a send's commit to the return of
+    a waiting ``read_with_poll`` (polling every 10 ms, as tight as a client would set it)."""
+    from pgmq import PGMQueue
+    from psycopg_pool import ConnectionPool
+
+    latencies = []
+    with ConnectionPool(side.dsn, min_size=1, max_size=1, open=True) as pool:
+        sender = PGMQueue(pool=pool, init_extension=False)
+        for _ in range(max(3, n // 50)):
+            returned: list[float] = []
+            waiter = threading.Thread(target=_wait, args=(side, returned))
+            waiter.start()
+            time.sleep(0.05)  # let the poll start: part of the set-up, not of the latency
+            sent_at = common.clock()
+            sender.send(QUEUE, BODY)
+            waiter.join()
+            latencies.append(returned[0] - sent_at)
+    side.purge()
+    return 1 / common.median(latencies)
+
+
+CASES: dict[str, tuple[str, Callable[[Side, int], float]]] = {
+    "send": ("send, one message", case_send),
+    "send_batch": ("send_batch(100), messages/s", case_send_batch),
+    "read_delete": ("read + delete, one message", case_read_delete),
+    "wake_up": ("read_with_poll woken by a send", case_wake_up),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = common.arguments(__doc__.splitlines()[0], argv)
+    rounds = args.rounds or (3 if args.quick else 7)
+    n = 50 if args.quick else 1000
+    ours_dsn, real_dsn = setup()
+    sides = {"ours": Side(ours_dsn), "pgmq": Side(real_dsn)}
+    rows, results = [], {}
+    try:
+        for key, (label, measure) in CASES.items():
+            for side in sides.values():
+                side.purge()
+            values = common.interleave(
+                rounds,
+                {name: (lambda r, s=side, m=measure: m(s, n)) for name, side in sides.items()},
+            )
+            for side in sides.values():
+                side.purge()
+            ours, real = common.median(values["ours"]), common.median(values["pgmq"])
+            results[key] = {"ours": values["ours"], "pgmq": values["pgmq"]}
+            rows.append([label, common.fmt(real, 0), common.fmt(ours, 0), common.fmt(ours / real)])
+    finally:
+        for side in sides.values():
+            side.close()
+    common.print_table(
+        f"The pgmq client: our PGMQ SQL interface vs PGMQ 1.13.0's SQL (median of {rounds} "
+        f"rounds, {n} operations each; ratio = ours / PGMQ, higher is faster)",
+        ["case", "PGMQ /s", "ours /s", "ratio"],
+        rows,
+    )
+    common.write_results("pgmq_sql", {"rounds": rounds, "n": n, "cases": results})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
