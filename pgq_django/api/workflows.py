@@ -53,8 +53,9 @@ CORRELATION_ID = "pgq_correlation_id"
 #: On a request of ``pgq.request``: its reply expires with the request (a late one is unread).
 REQUEST = "pgq_request"
 
-#: The year of a held message's ``vt`` (pgq_django.store.sql.workflows holds it until then).
-HELD_YEAR = 9999
+#: A message whose ``vt`` is in this year or later is held for its dependencies
+#: (pgq_django.store.sql.workflows pushes it to 9999).
+HELD_YEAR = 9000
 #: Most messages one message may wait for.
 MAX_DEPENDENCIES = 1000
 #: Waits one resolve looks at.

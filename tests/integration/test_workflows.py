@@ -12,6 +12,7 @@ import pgq_django as pgq
 from pgq_django.models import ArchivedMessage, Dependency, Message, WorkflowGroup
 from pgq_django.worker import maintenance, registry
 from pgq_django.worker.executor import Outcome, execute
+from tests.conftest import statements_run, time_passes
 
 
 def _echo(message):
@@ -323,3 +324,25 @@ def test_the_admin_shows_a_groups_status_and_members_and_what_a_message_waits_fo
     assert f"workflowgroup/{gid}/" not in client.get("/admin/pgq_django/workflowgroup/").text
     refused = client.get(f"/admin/pgq_django/workflowgroup/{gid}/change/")
     assert refused.status_code in (302, 403, 404)
+
+
+def test_an_expired_dependency_fails_its_dependant(make_queue):
+    q = make_queue()
+    a = pgq.send(q, "a", expires_in=5)
+    b = pgq.send(q, "b", after=[a])
+    time_passes(q, 10)  # a is past its expiry (b too, but b was sent with the queue's)
+    Message.objects.filter(msg_id=b).update(expires_at=None)
+    pgq.expire_messages(q)
+    workflows_duty()
+    dead = ArchivedMessage.objects.get(msg_id=b)
+    assert dead.outcome == "dead" and f"dependency {a} ended expired" in dead.error
+
+
+def test_a_message_outside_workflows_runs_no_workflow_statement(make_queue):
+    q = make_queue()
+    with statements_run() as seen:
+        pgq.send(q, {"plain": True})
+        assert run_one(q) is Outcome.ACKED
+        pgq.send_batch(q, [1, 2])
+        pgq.delete(q, [m.receipt for m in pgq.read(q, qty=2)])
+    assert seen and not any("pgq_dependency" in text for text in seen)
