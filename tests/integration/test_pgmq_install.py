@@ -137,7 +137,9 @@ def test_a_queue_made_through_pgmq_has_pgmqs_semantics_for_pgq_too(pgmq_sql: str
     made = next(q for q in queue if q.name == name)
     assert made.dead_letter_queue is None
     assert made.max_retries >= 2**31 - 1 and made.retention >= 100 * 365 * 24 * 3600
-    assert made.durable
+    assert made.durable and made.max_length is None and made.delivery_delay == 0
+    # A worker's failed delivery is retried after a visibility timeout, not in a hot loop.
+    assert (made.retry_delay, made.backoff) == (30, "none")
 
 
 def test_a_pgmq_send_wakes_pgq_waiters_on_pgqs_channel(pgmq_sql: str) -> None:

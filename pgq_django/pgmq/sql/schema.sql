@@ -290,7 +290,9 @@ LANGUAGE sql AS $$
 $$;
 
 -- Make a queue with PGMQ's semantics: no expiry (a retention of a century), no retry limit,
--- no dead-lettering, no byte budget, no delivery delay; ``durable`` false for unlogged.
+-- no dead-lettering, no byte budget, no delivery delay; ``durable`` false for unlogged. A
+-- failed delivery through the Python API (a worker's nack) is seen again after 30 seconds,
+-- PGMQ clients' usual visibility timeout, rather than at once in a tight loop.
 -- A queue of that name (ignoring case) already there is left as it is, as PGMQ does.
 CREATE FUNCTION @extschema@._pgq_create(queue_name text, durable boolean) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -313,7 +315,7 @@ BEGIN
         max_length, archive_on_ack, paused, rate_limit, concurrency_limit, callback,
         created_at, updated_at, dead_letter_queue_id, owner_id, content_based_deduplication,
         receive_wait_time, tags, durable)
-    VALUES (queue_name, false, 30, 0, 3153600000, 2147483647, 0, 'none', 0, false,
+    VALUES (queue_name, false, 30, 0, 3153600000, 2147483647, 30, 'none', 30, false,
         2147483647, NULL, false, false, NULL, NULL, '', now(), now(), NULL, NULL, false, 0,
         '{}'::jsonb, _pgq_create.durable)
     ON CONFLICT (name) DO NOTHING;
