@@ -126,7 +126,7 @@ def install(using: str | None = None, *, throttles: list[tuple[str, int]] | None
             saved += _saved_throttles(schema, alias)
             db.run_rowcount(sql.DROP_SCHEMA.format(schema=Identifier(schema)), None, alias)
         tables = db.run_one(sql.TABLES_SCHEMA, None, alias, prepare=False)
-        if tables is None or not _PLAIN_NAME.fullmatch(tables.name):
+        if not tables_ready(alias) or tables is None or not _PLAIN_NAME.fullmatch(tables.name):
             raise PgmqSchemaConflict(
                 "pgq_django's tables are not in a schema with a plain lower-case name (or "
                 "are not migrated yet): the PGMQ SQL interface cannot be installed.",
@@ -175,11 +175,18 @@ def on_pre_migrate(using: str, plan: Any = None, **kwargs: Any) -> None:
     _CARRIED[using] = uninstall(using)
 
 
+def tables_ready(using: str | None = None) -> bool:
+    """Whether pgq_django's tables are migrated far enough to carry the interface."""
+    row = db.run_one(sql.TABLES_READY, None, using or settings.DATABASE, prepare=False)
+    return bool(row and row.ready)
+
+
 def on_post_migrate(using: str, plan: Any = None, **kwargs: Any) -> None:
     """``post_migrate`` of pgq_django: install the schema when the setting names it.
 
     Only after ``migrate`` (which passes its plan), not after ``flush``, which sends the
-    signal too and changes no schema. With the setting unset, the schema stays removed.
+    signal too and changes no schema. With the setting unset, the schema stays removed;
+    migrated back below the tables it needs (or to zero), it waits for a later ``migrate``.
     """
     if plan is None or using != settings.DATABASE:
         return
@@ -187,6 +194,7 @@ def on_post_migrate(using: str, plan: Any = None, **kwargs: Any) -> None:
     if configured_schema() is None:
         uninstall(using)
         return
-    if "pgq_queue" not in connections[using].introspection.table_names():
-        return  # migrated back to zero
+    if not tables_ready(using):
+        logger.info("event=pgmq_schema_waiting reason=tables_not_migrated")
+        return
     install(using, throttles=carried)

@@ -33,6 +33,16 @@ SELECT n.nspname::text AS name, obj_description(n.oid, 'pg_namespace') AS commen
 FROM pg_namespace n WHERE n.nspname = %(schema)s
 """
 
+# -- tables_ready -- Whether pgq_django's tables are migrated far enough for the interface:
+# the message table exists and has last_read_at (migration 0013).
+TABLES_READY = """
+SELECT EXISTS (
+    SELECT 1 FROM pg_attribute a
+    WHERE a.attrelid = to_regclass('pgq_message') AND a.attname = 'last_read_at'
+      AND NOT a.attisdropped
+) AS ready
+"""
+
 # -- tables_schema -- The schema holding pgq_django's tables (where migrate made them).
 TABLES_SCHEMA = """
 SELECT c.relnamespace::regnamespace::text AS name
