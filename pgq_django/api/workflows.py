@@ -135,7 +135,10 @@ def resolve_waits(ids: Sequence[int] | None = None) -> dict[str, int]:
     manager = _manager()
     done = {"finished": 0, "released": 0, "failed": 0}
     with transaction.atomic(using=settings.DATABASE):
-        finished, dependants = manager.resolve(ids, limit=RESOLVE_BATCH)
+        if ids is None:
+            finished, dependants = manager.sweep(limit=RESOLVE_BATCH)
+        else:
+            finished, dependants = manager.resolve(ids, limit=RESOLVE_BATCH)
         done["finished"] += finished
         while dependants:
             manager.lock_dependants(dependants)

@@ -10,9 +10,10 @@ from rest_framework.test import APIClient
 
 import pgq_django as pgq
 from pgq_django.models import ArchivedMessage, Dependency, Message, WorkflowGroup
+from pgq_django.store.sql import workflows as workflow_sql
 from pgq_django.worker import maintenance, registry
 from pgq_django.worker.executor import Outcome, execute
-from tests.conftest import statements_run, time_passes
+from tests.conftest import generic_plan, statements_run, time_passes
 
 
 def _echo(message):
@@ -346,3 +347,37 @@ def test_a_message_outside_workflows_runs_no_workflow_statement(make_queue):
         pgq.send_batch(q, [1, 2])
         pgq.delete(q, [m.receipt for m in pgq.read(q, qty=2)])
     assert seen and not any("pgq_dependency" in text for text in seen)
+
+
+def _index_scans(plan) -> list[str]:
+    """The indexes a plan scans, depth first."""
+    found = [plan["Index Name"]] if "Index Name" in plan else []
+    for child in plan.get("Plans", []):
+        found += _index_scans(child)
+    return found
+
+
+def _seq_scans(plan) -> list[str]:
+    found = [plan["Relation Name"]] if plan.get("Node Type") == "Seq Scan" else []
+    for child in plan.get("Plans", []):
+        found += _seq_scans(child)
+    return found
+
+
+def test_resolving_reads_the_open_waits_only_never_the_finished_history(make_queue):
+    q = make_queue()
+    a = pgq.send(q, "a")
+    pgq.send(q, "b", after=[a])
+    with connection.cursor() as cur:  # a week of finished waits, kept for group_status
+        cur.execute(
+            "INSERT INTO pgq_dependency (msg_id, queue_id, dependant_id, outcome, finished_at)"
+            " SELECT g, NULL, g + 1, 'acked', now() FROM generate_series(1, 20000) g"
+        )
+        cur.execute("ANALYZE pgq_dependency")
+    for statement, params in (
+        (workflow_sql.RESOLVE, {"ids": [a], "limit": 1000}),
+        (workflow_sql.SWEEP, {"limit": 1000}),
+    ):
+        plan = generic_plan(statement, params)
+        assert "pgq_dependency" not in _seq_scans(plan)
+        assert "pgq_dependency_open" in _index_scans(plan)

@@ -26,10 +26,15 @@ class WorkflowManager(SqlManager):
         row = self._one(sql.AWAIT, {"ids": list(ids), "dependant": dependant, "group": group})
         return list(row.refused)
 
-    def resolve(self, ids: Sequence[int] | None, *, limit: int) -> tuple[int, list[int]]:
-        """Finish the open waits on messages that left their queue (of ``ids``, or any);
-        returns (how many finished, the dependants concerned)."""
-        row = self._one(sql.RESOLVE, {"ids": None if ids is None else list(ids), "limit": limit})
+    def resolve(self, ids: Sequence[int], *, limit: int) -> tuple[int, list[int]]:
+        """Finish the open waits on the messages ``ids`` that left their queue; returns (how
+        many finished, the dependants concerned)."""
+        row = self._one(sql.RESOLVE, {"ids": list(ids), "limit": limit})
+        return int(row.finished), list(row.dependants)
+
+    def sweep(self, *, limit: int) -> tuple[int, list[int]]:
+        """:meth:`resolve` for any open wait (the leader's duty)."""
+        row = self._one(sql.SWEEP, {"limit": limit})
         return int(row.finished), list(row.dependants)
 
     def lock_dependants(self, ids: Sequence[int]) -> None:

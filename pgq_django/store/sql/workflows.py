@@ -72,19 +72,16 @@ SELECT ARRAY(SELECT id FROM refused ORDER BY id) AS refused,
        (SELECT count(*) FROM marked) AS marked
 """
 
-# -- resolve -- Give the open waits on messages that have left their queue (of %(ids)s, or
-# any when it is NULL; at most %(limit)s) the outcome they ended with: the archive's, 'dead'
-# when the message is live in another queue (dead-lettered), 'cancelled' when its queue was
-# dropped, else 'acked' (an ack that deletes leaves no row). Waits another resolver holds are
-# skipped. Answers the dependants whose waits changed.
-RESOLVE = """
+
+def _resolve(which: str) -> str:
+    """RESOLVE's text for the open waits ``which`` picks (a condition on ``w``): each gets
+    the outcome its awaited message ended with, if that message has left its queue."""
+    return f"""
 WITH open AS (
     SELECT w.id FROM pgq_dependency w
-    WHERE w.outcome IS NULL
-      AND (%(ids)s::bigint[] IS NULL OR w.msg_id = ANY(%(ids)s::bigint[]))
+    WHERE w.outcome IS NULL AND {which}
       AND NOT EXISTS (SELECT 1 FROM pgq_message m
                       WHERE m.msg_id = w.msg_id AND m.queue_id = w.queue_id)
-    ORDER BY w.id
     LIMIT %(limit)s
     FOR UPDATE OF w SKIP LOCKED
 ), finished AS (
@@ -107,6 +104,18 @@ SELECT count(*) AS finished,
            AS dependants
 FROM finished
 """
+
+
+# -- resolve -- Give the open waits on the messages %(ids)s that have left their queue (at
+# most %(limit)s) the outcome they ended with: the archive's, 'dead' when the message is
+# live in another queue (dead-lettered), 'cancelled' when its queue was dropped, else
+# 'acked' (an ack that deletes leaves no row). Waits another resolver holds are skipped.
+# Answers the dependants whose waits changed. Found through the partial index of open waits.
+RESOLVE = _resolve("w.msg_id = ANY(%(ids)s::bigint[])")
+
+# -- sweep -- RESOLVE for any open wait (the leader's duty): it reads only the partial index
+# of open waits, never the finished ones kept for group_status.
+SWEEP = _resolve("true")
 
 # -- lock_dependants -- Lock the held dependants %(ids)s, in id order, before RELEASE looks
 # at their waits: two resolvers that each finished one wait of the same dependant then take
