@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover - a Django without it takes the public p
 #: of these names (the benchmark turns them off one at a time to measure each).
 SHORTCUTS = (
     "thread_connection",
+    "unwrapped_cursor",
     "bare_instances",
     "transaction_state",
     "asgi_one_hop",
@@ -79,6 +80,33 @@ def connection(alias: str | None = None) -> Any:
             if found is not None:
                 return found
     return connections[alias]
+
+
+# -- statements without Django's cursor wrapper ------------------------------------------------
+
+
+def may_skip_cursor_wrapper(db: Any) -> bool:
+    """Whether a statement on ``db`` may run on the driver's cursor directly.
+
+    Only when nothing would see the difference: no ``execute_wrapper`` hook and no query
+    logging (``DEBUG``, ``CaptureQueriesContext``). The caller then does what the wrapper
+    would: :func:`refuse_in_broken_transaction` first, and driver errors turned into
+    Django's through ``db.wrap_database_errors``. The wrapper's own calls are most of the
+    client's work on a single send (docs/design.md, "Fast paths").
+    """
+    chosen = settings.FAST_PATHS  # on("unwrapped_cursor"), inline: this runs per statement
+    return (
+        (chosen is True or (chosen is not False and "unwrapped_cursor" in chosen))
+        and not db.execute_wrappers
+        and not db.queries_logged
+    )
+
+
+def refuse_in_broken_transaction(db: Any) -> None:
+    """Raise Django's TransactionManagementError inside an atomic block marked for
+    rollback, as Django's cursor wrapper does before every statement."""
+    if db.needs_rollback:
+        db.validate_no_broken_transaction()
 
 
 # -- model instances from rows -----------------------------------------------------------------

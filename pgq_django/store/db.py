@@ -278,14 +278,24 @@ def _fetch(
     """Run a statement and fetch its result: (cursor, rows or first row or rowcount, fixed).
 
     ``how``: :data:`_ONE`, :data:`_ALL` or :data:`_COUNT`. ``fixed`` says whether the text
-    is a prepared constant (its row type can be cached). Every statement goes through
-    Django's cursor wrapper, so ``execute_wrapper`` hooks, query logs and Django's error
-    translation see it as they see the ORM's.
+    is a prepared constant (its row type can be cached). Where nothing would see the
+    difference (no ``execute_wrapper`` hook, no query logging, the ``unwrapped_cursor``
+    shortcut on: see :func:`pgq_django.seams.may_skip_cursor_wrapper`) the statement runs on
+    the driver's cursor directly, and this does what Django's wrapper would around it:
+    refuse to run in a broken atomic block, and turn a driver error into Django's (marking
+    the connection as errored). Otherwise it goes through Django's wrapper, so hooks and
+    query logs see it as they see the ORM's.
     """
     db, inner, text, key = _inner_cursor(statement, alias, prepare, True)
-    cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
-    cursor.execute(text, params)
+    if seams.may_skip_cursor_wrapper(db):
+        seams.refuse_in_broken_transaction(db)
+        cursor = inner
+    else:
+        cursor = db.make_debug_cursor(inner) if db.queries_logged else db.make_cursor(inner)
+        cursor.execute(text, params)
     try:
+        if cursor is inner:
+            _EXECUTE(inner, text, params, prepare=inner._pgq_prepare, binary=inner._pgq_binary)
         if how == _ONE:
             return cursor, inner.fetchone(), key is not None
         if how == _ALL:
@@ -306,6 +316,8 @@ def _fetch(
 _ONE, _ALL, _COUNT = 0, 1, 2
 # Rows a fixed statement's cursor may keep between two runs of it (see _fetch).
 _KEEP_RESULTS_UP_TO = 16
+# psycopg's own execute, called past our cursor classes' defaults (see _fetch).
+_EXECUTE = psycopg.Cursor.execute
 
 
 # Statement text -> the named-tuple type of its rows, for prepared statements only: their

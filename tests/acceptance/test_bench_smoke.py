@@ -93,7 +93,7 @@ def test_quick_settings_variants_print_each_ratio_and_leave_no_queues(
     import pgq_django as pgq
 
     out = run_quick_bench("bench.core", "--variants", "--only", "send")
-    row = re.search(r"^\| send +\|" + rf" ({NUMBER}) +\|" * 9, out, re.MULTILINE)
+    row = re.search(r"^\| send +\|" + rf" ({NUMBER}) +\|" * 11, out, re.MULTILINE)
     assert row, f"no numeric row for send in:\n{out}"
     assert min(float(g.replace(",", "")) for g in row.groups()) > 0
     assert "FAST_PATHS off / pgq" in out and "BACKGROUND_SERVICES off / PGMQ" in out
