@@ -64,11 +64,12 @@ def test_a_schedule_every_second_sends_each_tick_once_across_workers_and_a_leade
 
     wait_until(lambda: len(ticks()) >= 4, what="the first ticks")
     wait_until(lambda: any(w.logged("event=leader_elected") for w in workers), what="a leader")
-    (leader,) = [w for w in workers if w.logged("event=leader_elected")]
-    os.kill(leader.pid, signal.SIGKILL)  # the leader dies mid-run
-    leader.wait(timeout=10)
-    workers.remove(leader)
-    workers.append(spawn(*args))  # and a worker comes back
+    for leader in [w for w in workers if w.logged("event=leader_elected")]:
+        os.kill(leader.pid, signal.SIGKILL)  # the leader dies mid-run
+        leader.wait(timeout=10)
+        workers.remove(leader)
+        workers.append(spawn(*args))  # and a worker comes back
+    wait_until(lambda: any(w.logged("event=leader_elected") for w in workers), what="a new leader")
     wait_until(lambda: len(ticks()) >= 11, timeout=60, what="ten seconds of ticks")
     stop(*workers)
     sent = ticks()
