@@ -3,10 +3,10 @@
 Why around ``migrate``. The schema's views and functions depend on pgq_django's tables (its
 functions take a ``pgq_queue`` row, its views select ``pgq_message`` columns), so a
 migration that alters or drops those tables would fail while the schema is there. A
-``pre_migrate`` handler therefore removes the schema before pgq_django's migrations run,
-and a ``post_migrate`` handler installs it again afterwards when the setting names it (the
-SQL of the running release, so an upgrade needs nothing more than ``migrate``). The queues
-with insert notifications on are carried over.
+``pre_migrate`` handler therefore removes the schema before pgq_django's migrations run
+(when some are to run), and a ``post_migrate`` handler installs it again afterwards when
+the setting names it (the SQL of the running release, so an upgrade needs nothing more
+than ``migrate``). The queues with insert notifications on are carried over.
 
 It refuses, with :class:`PgmqSchemaConflict`, when PGMQ itself is installed as an extension
 or a schema of that name exists that it did not make: it never replaces what it does not
@@ -125,11 +125,17 @@ def install(using: str | None = None, *, throttles: list[tuple[str, int]] | None
         if _refuse_foreign(schema, alias):
             saved += _saved_throttles(schema, alias)
             db.run_rowcount(sql.DROP_SCHEMA.format(schema=Identifier(schema)), None, alias)
-        tables = db.run_one(sql.TABLES_SCHEMA, None, alias, prepare=False)
-        if not tables_ready(alias) or tables is None or not _PLAIN_NAME.fullmatch(tables.name):
+        if not tables_ready(alias):
             raise PgmqSchemaConflict(
-                "pgq_django's tables are not in a schema with a plain lower-case name (or "
-                "are not migrated yet): the PGMQ SQL interface cannot be installed.",
+                "pgq_django's tables are not migrated yet (the PGMQ SQL interface needs "
+                "migration 0013): run migrate.",
+                schema=schema,
+            )
+        tables = db.run_one(sql.TABLES_SCHEMA, None, alias, prepare=False)
+        if tables is None or not _PLAIN_NAME.fullmatch(tables.name):
+            raise PgmqSchemaConflict(
+                "pgq_django's tables are not in a schema with a plain lower-case name: the "
+                "PGMQ SQL interface cannot be installed over them.",
                 schema=schema,
             )
         channel = settings.NOTIFY_CHANNEL
@@ -167,8 +173,12 @@ _CARRIED: dict[str, list[tuple[str, int]]] = {}
 
 def on_pre_migrate(using: str, plan: Any = None, **kwargs: Any) -> None:
     """``pre_migrate`` of pgq_django: remove our schema so migrations can alter the tables
-    under it (see the module docstring)."""
+    under it (see the module docstring). Only when a pgq_django migration is about to run:
+    otherwise the schema stays, and ``post_migrate`` replaces it in one transaction, so
+    PGMQ clients never find it missing."""
     if using != settings.DATABASE:
+        return
+    if not any(migration.app_label == "pgq_django" for migration, _backwards in plan or []):
         return
     if "pgq_queue" not in connections[using].introspection.table_names():
         return
