@@ -14,7 +14,13 @@ connection) runs each case on both, interleaved round by round: ``send``,
 ours / PGMQ's throughput (for the wake-up: PGMQ's latency / ours), so above 1.0 means the
 interface is faster.
 
-Run: ``python -m bench.pgmq_sql`` (``--quick`` for a smoke run, ``--rounds N``).
+With ``--queues N`` it first creates N more queues on each side and prints what that
+costs: creation rate, a send+read+delete on one queue before and after, ``metrics_all``,
+and how much the catalog grew (PGMQ makes two tables, their indexes and a sequence per
+queue; the interface makes a row and two views).
+
+Run: ``python -m bench.pgmq_sql`` (``--quick`` for a smoke run, ``--rounds N``,
+``--queues N``).
 """
 
 from __future__ import annotations
@@ -169,14 +175,101 @@ CASES: dict[str, tuple[str, Callable[[Side, int], float]]] = {
 }
 
 
+# What the catalog holds, for the many-queues case: PGMQ makes two tables, their indexes
+# and a sequence per queue; the interface makes two views.
+CATALOG = """
+SELECT (SELECT count(*) FROM pg_class) AS relations,
+       pg_total_relation_size('pg_class') + pg_total_relation_size('pg_attribute')
+       + pg_total_relation_size('pg_depend') + pg_total_relation_size('pg_rewrite')
+       + pg_total_relation_size('pg_type') AS catalog_bytes
+"""
+
+
+def _many_queues(side: Side, count: int, ops: int) -> dict[str, float]:
+    """Create ``count`` more queues on ``side`` and measure what changes (see main)."""
+    with side.pool.connection() as conn:
+        before = conn.execute(CATALOG).fetchone()
+    base = {
+        "send_read_delete_per_s_before": _send_read_delete(side, ops),
+    }
+    start = common.clock()
+    for i in range(count):
+        side.client.create_queue(f"{QUEUE}_{i}")
+    created = common.clock() - start
+    with side.pool.connection() as conn:
+        after = conn.execute(CATALOG).fetchone()
+    start = common.clock()
+    metrics = side.client.metrics_all()
+    metrics_all = common.clock() - start
+    result = {
+        "create_per_s": count / created,
+        **base,
+        "send_read_delete_per_s_after": _send_read_delete(side, ops),
+        "metrics_all_s": metrics_all,
+        "queues_seen": float(len(metrics)),
+        "relations_added": float(after[0] - before[0]),
+        "catalog_mb_added": (after[1] - before[1]) / 2**20,
+    }
+    for i in range(count):
+        side.client.drop_queue(f"{QUEUE}_{i}")
+    return result
+
+
+def _send_read_delete(side: Side, ops: int) -> float:
+    """Sends, reads and deletes of one message on QUEUE per second."""
+
+    def one() -> None:
+        side.client.send(QUEUE, BODY)
+        message = side.client.read(QUEUE, vt=30)
+        side.client.delete(QUEUE, message.msg_id)
+
+    return _rate(ops, one)
+
+
+def many_queues_table(sides: dict[str, Side], count: int, ops: int) -> dict[str, Any]:
+    """PGMQ and the interface with ``count`` queues more: creation rate, the cost of a call
+    on one queue before and after, metrics_all, and what the catalog grew by."""
+    found = {name: _many_queues(side, count, ops) for name, side in sides.items()}
+    labels = {
+        "create_per_s": "queues created /s",
+        "send_read_delete_per_s_before": f"send+read+delete /s, {count} fewer queues",
+        "send_read_delete_per_s_after": f"send+read+delete /s, {count} more queues",
+        "metrics_all_s": "metrics_all, seconds",
+        "queues_seen": "queues metrics_all lists",
+        "relations_added": "relations added to pg_class",
+        "catalog_mb_added": "catalog growth, MiB",
+    }
+    common.print_table(
+        f"{count} more queues, through the pgmq client",
+        ["measure", "PGMQ", "ours"],
+        [
+            [label, common.fmt(found["pgmq"][k]), common.fmt(found["ours"][k])]
+            for k, label in labels.items()
+        ],
+    )
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = common.arguments(__doc__.splitlines()[0], argv)
+    args = common.arguments(
+        __doc__.splitlines()[0],
+        argv,
+        extra=lambda p: p.add_argument(
+            "--queues",
+            type=int,
+            default=None,
+            help="also create this many queues on each side and compare (10000 as the issue asks)",
+        ),
+    )
     rounds = args.rounds or (3 if args.quick else 7)
     n = 50 if args.quick else 1000
     ours_dsn, real_dsn = setup()
     sides = {"ours": Side(ours_dsn), "pgmq": Side(real_dsn)}
     rows, results = [], {}
+    scale: dict[str, Any] = {}
     try:
+        if args.queues:
+            scale = many_queues_table(sides, args.queues, 50 if args.quick else 300)
         for key, (label, measure) in CASES.items():
             for side in sides.values():
                 side.purge()
@@ -198,7 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ["case", "PGMQ /s", "ours /s", "ratio"],
         rows,
     )
-    common.write_results("pgmq_sql", {"rounds": rounds, "n": n, "cases": results})
+    common.write_results(
+        "pgmq_sql", {"rounds": rounds, "n": n, "cases": results, "many_queues": scale}
+    )
     return 0
 
 
