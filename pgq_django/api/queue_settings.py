@@ -105,7 +105,8 @@ class QueueSetting:
             "queue": {"type": "string"},
             "callback": {"type": "string"},
             "user": {"type": "string"},
-            "rate": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_RATE},
+            # OpenAPI 3.0's form: the bound in minimum, exclusiveMinimum a flag.
+            "rate": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": MAX_RATE},
         }
         schema = dict(types[self.kind])
         if self.kind in ("seconds", "integer"):

@@ -72,6 +72,15 @@ class StrictInt(_Strict):
         return isinstance(data, int) and not isinstance(data, bool)
 
 
+@extend_schema_field(OpenApiTypes.NUMBER)
+class StrictNumber(_Strict):
+    expected = "Expected a number."
+
+    @staticmethod
+    def accepts(data: Any) -> bool:
+        return isinstance(data, int | float) and not isinstance(data, bool) and math.isfinite(data)
+
+
 @extend_schema_field(OpenApiTypes.BOOL)
 class StrictBool(_Strict):
     expected = "Expected true or false."
@@ -202,6 +211,8 @@ QUEUE_FIELDS = {
     "max_message_size": "max_message_size",
     "max_length": "max_length",
     "archive_on_ack": "archive_on_ack",
+    "rate_limit": "rate_limit",
+    "concurrency_limit": "concurrency_limit",
 }
 _KIND_FIELDS: dict[str, type[serializers.Field]] = {
     "seconds": Seconds,
@@ -209,6 +220,7 @@ _KIND_FIELDS: dict[str, type[serializers.Field]] = {
     "flag": StrictBool,
     "choice": StrictText,
     "queue": Name,
+    "rate": StrictNumber,
 }
 
 
@@ -240,6 +252,8 @@ class QueueUpdateIn(Strict):
     max_message_size = _queue_setting_field("max_message_size")
     max_length = _queue_setting_field("max_length")
     archive_on_ack = _queue_setting_field("archive_on_ack")
+    rate_limit = _queue_setting_field("rate_limit")
+    concurrency_limit = _queue_setting_field("concurrency_limit")
 
 
 class QueueCreateIn(QueueUpdateIn):
@@ -341,6 +355,8 @@ def queue_json(q: Any) -> dict[str, Any]:
         "max_message_size": q.max_message_size,
         "max_length": q.max_length,
         "archive_on_ack": q.archive_on_ack,
+        "rate_limit": q.rate_limit,
+        "concurrency_limit": q.concurrency_limit,
         "paused": q.paused,
         "created_at": time_json(q.created_at),
         "updated_at": time_json(q.updated_at),
@@ -394,6 +410,8 @@ class QueueOut(serializers.Serializer):
     max_message_size = serializers.IntegerField()
     max_length = serializers.IntegerField(allow_null=True)
     archive_on_ack = serializers.BooleanField()
+    rate_limit = serializers.FloatField(allow_null=True)
+    concurrency_limit = serializers.IntegerField(allow_null=True)
     paused = serializers.BooleanField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()

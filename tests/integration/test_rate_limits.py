@@ -142,3 +142,31 @@ def test_the_rest_consume_gets_no_more_than_the_limit_leaves(make_queue):
     second = api.get(f"/v1/queues/{q.name}/messages?limit=10")
     assert second.status_code == 200 and second.json()["data"] == []
     assert leased(q) == 2
+
+
+def test_rest_sets_shows_and_clears_the_limits_and_refuses_bad_ones(make_queue):
+    owner = get_user_model().objects.create_user("limit_owner2")
+    q = make_queue(owner=owner)
+    api = APIClient()
+    api.force_authenticate(owner)
+    api.default_format = "json"
+    for bad in (
+        {"rate_limit": 0},
+        {"rate_limit": "5"},
+        {"concurrency_limit": 0},
+        {"concurrency_limit": 1.5},
+    ):
+        refused = api.put(f"/v1/queues/{q.name}", bad)
+        assert refused.status_code == 400, (bad, refused.content)
+        assert refused.json()["error"]["code"] == "invalid_argument"
+    assert (pgq.get_queue(q).rate_limit, pgq.get_queue(q).concurrency_limit) == (None, None)
+    changed = api.put(f"/v1/queues/{q.name}", {"rate_limit": 12.5, "concurrency_limit": 4})
+    assert changed.status_code == 200, changed.content
+    assert (changed.json()["rate_limit"], changed.json()["concurrency_limit"]) == (12.5, 4)
+    assert api.get(f"/v1/queues/{q.name}").json()["concurrency_limit"] == 4
+    cleared = api.put(f"/v1/queues/{q.name}", {"rate_limit": None, "concurrency_limit": None})
+    assert (cleared.json()["rate_limit"], cleared.json()["concurrency_limit"]) == (None, None)
+    admin = get_user_model().objects.create_superuser("limit_admin")
+    api.force_authenticate(admin)
+    made = api.post("/v1/queues", {"id": q.name + "_new", "concurrency_limit": 2})
+    assert made.status_code == 201 and made.json()["concurrency_limit"] == 2
