@@ -18,6 +18,7 @@ MODULES = (
     "bench.exchanges",
     "bench.rest",
     "bench.sqs",
+    "bench.sqs_peers",
     "bench.spark",
 )
 
