@@ -356,7 +356,7 @@ class QueueStreamReader(DataSourceStreamReader):
         conn = self._conn()
         if not limited:
             return run(conn, READ[fifo].format(filters=""), params).fetchall()
-        lock = {"queue": self.opts.queue}
+        lock = {"queue": self.opts.queue, "relax": True}  # its own transaction
         with conn.transaction():
             if run(conn, LOCK_LIMIT, lock).fetchone() is None:
                 run(conn, ADD_LIMIT, lock)

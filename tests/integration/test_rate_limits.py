@@ -170,3 +170,15 @@ def test_rest_sets_shows_and_clears_the_limits_and_refuses_bad_ones(make_queue):
     api.force_authenticate(admin)
     made = api.post("/v1/queues", {"id": q.name + "_new", "concurrency_limit": 2})
     assert made.status_code == 201 and made.json()["concurrency_limit"] == 2
+
+
+def test_a_limited_read_inside_the_callers_transaction_leaves_its_commit_durable(make_queue):
+    """A lease in a transaction of its own commits without waiting for the WAL flush (its
+    lock is not held through it); the caller's transaction keeps its durable commit."""
+    q = make_queue(concurrency_limit=5)
+    pgq.send(q, 1)
+    with transaction.atomic():
+        assert len(pgq.read(q)) == 1
+        with connection.cursor() as cur:
+            cur.execute("SHOW synchronous_commit")
+            assert cur.fetchone()[0] == "on"

@@ -185,7 +185,9 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         counts the leases committed before it. A queue without a limit row gets one first.
         """
         alias = self._db_alias()
-        lock = {"queue": params["queue"]}
+        # A transaction of its own commits without waiting for the WAL flush (LOCK_LIMIT).
+        relax = not transaction.get_connection(alias).in_atomic_block
+        lock = {"queue": params["queue"], "relax": relax}
         with transaction.atomic(using=alias):
             if self._one(LOCK_LIMIT, lock) is None:
                 db.run_rowcount(ADD_LIMIT, lock, alias)

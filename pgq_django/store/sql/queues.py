@@ -22,9 +22,15 @@ QUEUE_STATE = (
 # -- lock_limit -- Take the limit row of a rate- or concurrency-limited queue until the
 # transaction ends, so that its leases take turns; READ_LIMITED follows in the same
 # transaction. No row back: the queue has no limit row yet (ADD_LIMIT makes it), or no
-# such queue.
+# such queue. With %(relax)s (a transaction of the lease's own, never the caller's) the
+# commit does not wait for the WAL flush, so the row's lock is not held through it: a crash
+# that loses the lease loses nothing else (the message is delivered again, as after any
+# expired lease) and the bucket's bookkeeping.
 LOCK_LIMIT = """
-SELECT l.queue_id FROM pgq_queue_limit l
+SELECT l.queue_id,
+       CASE WHEN %(relax)s THEN set_config('synchronous_commit', 'off', true) END
+           AS relaxed_commit
+FROM pgq_queue_limit l
 WHERE l.queue_id = (SELECT id FROM pgq_queue WHERE name = %(queue)s)
 FOR UPDATE OF l
 """
