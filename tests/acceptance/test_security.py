@@ -516,6 +516,8 @@ def test_a_lone_surrogate_in_a_test_message_is_a_form_error(people, make_queue):
     ("field", "value"),
     [
         ("concurrency_limit", "0"),
+        ("rate_limit", "0"),
+        ("rate_limit", "-5"),
         ("max_retries", "2000000"),
         ("visibility_timeout", "1e10"),
         ("retry_delay", "-1"),
@@ -524,11 +526,23 @@ def test_a_lone_surrogate_in_a_test_message_is_a_form_error(people, make_queue):
 )
 def test_queue_settings_out_of_range_are_form_errors(people, make_queue, field, value):
     q = make_queue(owner=people["mallory"])
-    before = {f: getattr(q, f) for f in ("concurrency_limit", "max_retries", "visibility_timeout")}
+    fields = ("concurrency_limit", "rate_limit", "max_retries", "visibility_timeout")
+    before = {f: getattr(q, f) for f in fields}
     response = _submit(AdminSession(people["mallory"]), _change_url(q), {field: value})
     assert response.status_code == 200 and _errors(response), field
     after = pgq.get_queue(q)
     assert {f: getattr(after, f) for f in before} == before
+
+
+def test_the_admin_sets_and_clears_a_queues_rate_and_concurrency_limits(people, make_queue):
+    q = make_queue(owner=people["mallory"])
+    admin = AdminSession(people["mallory"])
+    response = _submit(admin, _change_url(q), {"rate_limit": "20", "concurrency_limit": "3"})
+    assert response.status_code == 302, _errors(response)
+    assert (pgq.get_queue(q).rate_limit, pgq.get_queue(q).concurrency_limit) == (20.0, 3)
+    response = _submit(admin, _change_url(q), {"rate_limit": "", "concurrency_limit": ""})
+    assert response.status_code == 302, _errors(response)
+    assert (pgq.get_queue(q).rate_limit, pgq.get_queue(q).concurrency_limit) == (None, None)
 
 
 def test_a_replay_with_a_bad_message_id_is_refused(people, make_queue):
