@@ -30,6 +30,7 @@ import pgq_django as pgq
 from ..api.waiting import MessageWait, until_disconnected
 from . import message_attributes as ma
 from .digests import md5_of_attributes, md5_of_body
+from .errors import invalid
 from .params import Call
 from .queues import get_queue
 from .sending import SENDER_HEADER, TRACE_HEADER, sequence_number, sqs_dedup_id
@@ -122,17 +123,39 @@ class Receive:
             self.paused = True
 
 
+def _bounded(call: Call, name: str, low: int, high: int, rule: str) -> int | None:
+    """A whole-number parameter of ReceiveMessage; a number out of range is refused in SQS's
+    words ("Value 11 for parameter MaxNumberOfMessages is invalid. Reason: Must be between
+    1 and 10, if provided.")."""
+    value = call.params.get(name)
+    if isinstance(value, int) and not isinstance(value, bool) and not low <= value <= high:
+        raise invalid(
+            f"Value {value} for parameter {name} is invalid. Reason: {rule}, if provided."
+        )
+    found: int | None = call.integer(name, low, high)
+    return found
+
+
 def start(call: Call) -> Receive:
     """Check the request and try one read (in Django's database thread)."""
     queue = get_queue(call, "read")
-    wait = call.integer("WaitTimeSeconds", 0, MAX_WAIT)
+    wait = _bounded(call, "WaitTimeSeconds", 0, MAX_WAIT, f"Must be >= 0 and <= {MAX_WAIT}")
     names = set(call.strings("AttributeNames")) | set(call.strings("MessageSystemAttributeNames"))
     call.string("ReceiveRequestAttemptId", max_length=128)
     plan = Receive(
         call=call,
         queue=queue,
-        qty=call.integer("MaxNumberOfMessages", 1, MAX_MESSAGES) or 1,
-        vt=call.integer("VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT),
+        qty=_bounded(
+            call, "MaxNumberOfMessages", 1, MAX_MESSAGES, f"Must be between 1 and {MAX_MESSAGES}"
+        )
+        or 1,
+        vt=_bounded(
+            call,
+            "VisibilityTimeout",
+            0,
+            MAX_VISIBILITY_TIMEOUT,
+            f"Must be >= 0 and <= {MAX_VISIBILITY_TIMEOUT}",
+        ),
         wait=float(queue.receive_wait_time if wait is None else wait),
         system_names=set(SYSTEM_ATTRIBUTES) if "All" in names else names & SYSTEM_ATTRIBUTES,
         attribute_names=call.strings("MessageAttributeNames"),

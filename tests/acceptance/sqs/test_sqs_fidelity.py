@@ -449,3 +449,26 @@ def test_dedup_per_queue_is_the_default(sqs, fifo_url):
     )
     assert other_group["MessageId"] == first["MessageId"]
     assert pgq.metrics(_name(fifo_url)).queue_length == 1
+
+
+@pytest.mark.parametrize(
+    ("parameter", "value", "rule"),
+    [
+        ("MaxNumberOfMessages", 11, "Must be between 1 and 10"),
+        ("MaxNumberOfMessages", 0, "Must be between 1 and 10"),
+        ("WaitTimeSeconds", 21, "Must be >= 0 and <= 20"),
+        ("VisibilityTimeout", 43201, "Must be >= 0 and <= 43200"),
+    ],
+)
+def test_receive_limits_are_refused_in_sqs_words_and_lease_nothing(
+    sqs, queue_url, parameter, value, rule
+):
+    pgq.send(_name(queue_url), "kept")
+    with pytest.raises(ClientError) as caught:
+        sqs.receive_message(QueueUrl=queue_url, **{parameter: value})
+    assert _error(caught) == (
+        400,
+        "InvalidParameterValue",
+        f"Value {value} for parameter {parameter} is invalid. Reason: {rule}, if provided.",
+    )
+    assert [m.message for m in pgq.read(_name(queue_url))] == ["kept"]  # still visible
