@@ -457,9 +457,31 @@ class Worker:
                 close_old_connections()
                 continue
             if messages:
-                self._run_batch(entry, messages, slot)
+                self._run_batch(entry, self._one_per_group(queue, messages), slot)
                 return True
         return False
+
+    def _one_per_group(self, queue: str, messages: list[Any]) -> list[Any]:
+        """The batch a worker runs: at most one message of each FIFO group.
+
+        A FIFO read may lease a run of one group (as SQS's ReceiveMessage does). A worker
+        runs a group one message at a time instead, so a message that fails is retried
+        before the next of its group runs: it keeps each group's first message and gives
+        the others back at once, unstarted, behind it.
+        """
+        seen: set[str] = set()
+        keep, later = [], []
+        for message in messages:
+            group = message.group_id
+            if group is not None and group in seen:
+                later.append(message)
+            else:
+                keep.append(message)
+                if group is not None:
+                    seen.add(group)
+        if later:
+            self._release(queue, later)
+        return keep
 
     def _run_batch(self, entry: Handler, messages: list[Any], slot: _Slot | None) -> None:
         length = self.lease_lengths.get(entry.queue, 30.0)

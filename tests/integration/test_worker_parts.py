@@ -270,3 +270,21 @@ def test_the_handler_decorator_takes_a_timeout(db):
             pgq.handler("timed_q", timeout="soon")(_writer)
     finally:
         registry.unregister("timed_q")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("batch_commit", [False, True], ids=["per-message", "batch-commit"])
+def test_a_worker_runs_a_fifo_group_one_message_at_a_time(effects_table, batch_commit):
+    # A FIFO read may lease a group's run; the worker must still retry a failed message
+    # before the next of its group runs.
+    q = pgq.create_queue(f"worker_group_{int(batch_commit)}.fifo", retry_delay=300)
+    first, second = pgq.send_batch(q, [{"fail": True}, {}], group="g")
+    other = pgq.send(q, {}, group="h")
+    handler = registry.Handler(q.name, _writer, batch=10, batch_commit=batch_commit)
+    worker = Worker(handlers={q.name: handler}, listen=False, lead=False)
+    assert worker.work_once()
+    assert effect_count(q) == 1  # "h" ran; the failed first of "g" rolled back
+    assert pgq.read_by_id(q, other) is None
+    assert pgq.read_by_id(q, first).read_ct == 1  # failed, waiting for its retry
+    assert pgq.read_by_id(q, second).read_ct == 0  # given back unstarted, behind it
+    assert pgq.read(q, qty=10) == []  # the group waits for its first message's retry
