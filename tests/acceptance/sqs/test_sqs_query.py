@@ -11,6 +11,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -267,3 +268,17 @@ def test_an_unsupported_or_unknown_action_is_refused_in_xml(query, new_name):
     )
     assert permission["error"]["code"] == "AWS.SimpleQueueService.UnsupportedOperation"
     assert permission["error"]["exception"] == "UnsupportedOperation"
+
+
+def test_a_long_poll_through_the_query_protocol_waits_and_answers_in_xml(query, new_name):
+    name = new_name()
+    _ok(query(("create_queue", {"QueueName": name}))[0])
+    started = time.monotonic()
+    [empty] = query(("receive_message", {"QueueUrl": name, "WaitTimeSeconds": 1}))
+    assert _ok(empty).get("Messages", []) == []
+    assert time.monotonic() - started >= 1  # it waited its second, then answered empty
+    [bad] = query(("receive_message", {"QueueUrl": name, "WaitTimeSeconds": 21}))
+    assert bad["error"]["message"] == (
+        "Value 21 for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, "
+        "if provided."
+    )
