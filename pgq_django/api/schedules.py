@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone as dj_timezone
 
 from .. import validation as v
@@ -83,6 +83,26 @@ def schedule(
         )
     check_message(message, headers)
     target = get_queue(queue)
+    for attempt in (1, 2):
+        try:
+            return _save_schedule(name, cron, zone, timezone, target, message, headers, catch_up)
+        except IntegrityError:
+            if attempt == 2:
+                raise
+            # Another caller created the name meanwhile: update theirs instead.
+    raise AssertionError("unreachable")
+
+
+def _save_schedule(
+    name: str,
+    cron: str,
+    zone: ZoneInfo,
+    timezone: str,
+    target: Any,
+    message: Any,
+    headers: dict[str, Any] | None,
+    catch_up: bool,
+) -> Schedule:
     now = dj_timezone.now()
     with transaction.atomic(using=_db()):
         found = Schedule.objects.using(_db()).select_for_update().filter(name=name).first()

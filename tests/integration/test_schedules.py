@@ -7,6 +7,7 @@ leader change are in tests/acceptance/test_workflow_processes.py.
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -362,3 +363,31 @@ def test_periodic_refuses_a_bad_expression_when_the_module_is_imported(queue_nam
     with pytest.raises(pgq.InvalidName):
         pgq.periodic("* * * * *", queue="bad name")
     assert queue_name not in registered()
+
+
+def test_two_callers_creating_one_name_at_once_end_with_one_schedule(make_queue):
+    q = make_queue()
+    errors: list[BaseException] = []
+
+    def make(start: threading.Barrier, name: str, message: int) -> None:
+        try:
+            start.wait()
+            pgq.schedule(name, "* * * * *", q, message)
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    for round_ in range(5):
+        start = threading.Barrier(2)
+        threads = [
+            threading.Thread(target=make, args=(start, f"raced-{round_}", n)) for n in (1, 2)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+    assert sorted(Schedule.objects.values_list("name", flat=True)) == [
+        f"raced-{n}" for n in range(5)
+    ]
