@@ -391,3 +391,20 @@ def test_two_callers_creating_one_name_at_once_end_with_one_schedule(make_queue)
     assert sorted(Schedule.objects.values_list("name", flat=True)) == [
         f"raced-{n}" for n in range(5)
     ]
+
+
+def test_rest_will_not_take_over_a_schedule_of_a_queue_the_caller_cannot_manage(make_queue):
+    users = get_user_model().objects
+    owner, other = users.create_user("take_owner"), users.create_user("take_other")
+    theirs, mine = make_queue(owner=owner), make_queue(owner=other)
+    pgq.schedule("payroll", "0 9 * * 1", theirs, {"run": "payroll"})
+    body = {"name": "payroll", "cron": "* * * * * *", "queue": mine.name, "message": "mine"}
+    refused = _api(other).post("/v1/schedules", body)
+    assert refused.status_code == 403, refused.content
+    assert theirs.name not in refused.content.decode()
+    kept = pgq.get_schedule("payroll")
+    assert (kept.queue.name, kept.cron, kept.message) == (
+        theirs.name,
+        "0 9 * * 1",
+        {"run": "payroll"},
+    )

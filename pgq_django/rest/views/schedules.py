@@ -8,7 +8,6 @@ right on answers the same 404 as a missing one.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
@@ -20,7 +19,7 @@ import pgq_django as pgq
 
 from ... import access
 from ...conf import settings
-from ...exceptions import QueueNotFound, ScheduleNotFound
+from ...exceptions import PermissionDenied, QueueNotFound, ScheduleNotFound
 from ...models import Schedule
 from .. import serializers as s
 from ..permissions import require_queue
@@ -82,6 +81,21 @@ def _managed(user: Any, name: str) -> Schedule:
     return found
 
 
+def _require_change(user: Any, name: str) -> None:
+    """A schedule that exists already is changed only by a manager of its current queue
+    (403, without naming that queue, for anyone else); a new name is free to take."""
+    try:
+        found = pgq.get_schedule(name)
+    except ScheduleNotFound:
+        return
+    if not access.may(user, "manage", found.queue):
+        raise PermissionDenied(
+            f"{user.get_username()} may not change the schedule {name!r}: that needs the "
+            "manage right on the queue it sends to.",
+            right="manage",
+        )
+
+
 class ScheduleListView(PgqView):
     @extend_schema(
         operation_id="schedules_list",
@@ -112,8 +126,7 @@ class ScheduleListView(PgqView):
         an existing schedule, on the queue it had)."""
         data = self.body(request, ScheduleIn)
         require_queue(request.user, "manage", data["queue"])
-        with contextlib.suppress(ScheduleNotFound):  # a new schedule: its queue's right
-            _managed(request.user, data["name"])
+        _require_change(request.user, data["name"])
         found = pgq.schedule(
             data["name"],
             data["cron"],
