@@ -124,6 +124,7 @@ class Worker:
         self.leases = LeaseExtender()
         self.lease_lengths = self._lease_lengths()
         self.limited_retry: float | None = None
+        self._limited: list[str] = []
         self._limits_checked = float("-inf")
         self.notifier: Notifier | None = None
         self.leader: Leader | None = None
@@ -166,7 +167,7 @@ class Worker:
         finally:
             close_old_connections()
 
-    def refresh_limits(self) -> None:
+    def refresh_limits(self, *, close: bool = True) -> None:
         """Look up the served queues' rate and concurrency limits: how soon an idle thread
         tries again (:attr:`limited_retry`; None: no served queue is limited).
 
@@ -178,21 +179,43 @@ class Worker:
         """
         self._limits_checked = time.monotonic()
         waits: list[float] = []
+        limited: list[str] = []
         try:
             rows = Queue.objects.filter(name__in=list(self.handlers)).values_list(
-                "rate_limit", "concurrency_limit"
+                "name", "rate_limit", "concurrency_limit"
             )
-            for rate, concurrency in rows:
+            for name, rate, concurrency in rows:
                 if rate:
                     waits.append(max(RATE_RETRY_MIN, 1.0 / rate))
                 if concurrency:
                     waits.append(CONCURRENCY_RETRY)
+                if rate or concurrency:
+                    limited.append(name)
         except Exception:
             logger.exception("event=limits_check_failed")
             return
         finally:
-            close_old_connections()
+            if close:  # not in drain(): the caller's transaction holds that connection
+                close_old_connections()
         self.limited_retry = min(waits) if waits else None
+        self._limited = limited
+
+    def held_back(self) -> bool:
+        """Whether a served queue with a limit still holds visible messages back: ready
+        (neither delayed nor leased), in a queue that is not paused. ``once`` and
+        :meth:`drain` wait for the limits to let them through instead of stopping early."""
+        if not self._limited:
+            return False
+        paused = set(
+            Queue.objects.filter(name__in=self._limited, paused=True).values_list("name", flat=True)
+        )
+        for name in self._limited:
+            if name in paused:
+                continue
+            found = metrics(name)
+            if found.queue_length - found.in_flight - found.delayed > 0:
+                return True
+        return False
 
     def _idle_wait(self) -> float:
         """How long an idle thread waits for a wake-up before it tries again."""
@@ -418,6 +441,9 @@ class Worker:
                 if self.work_once(slot):
                     slot.idle_since = time.monotonic()
                     continue
+                if self.once and self.held_back():
+                    self.wakeup.wait(seen, self._idle_wait())  # the limits let more through
+                    continue
                 if self.once or self._should_retire(slot):
                     break
                 self.wakeup.wait(seen, self._idle_wait())
@@ -436,9 +462,15 @@ class Worker:
         left; returns how many messages were handled (processed, failed). Used by
         :func:`pgq_django.testing.drain`, which must see the caller's uncommitted rows."""
         slot = _Slot(0)
-        while self.work_once(slot):
+        self.refresh_limits(close=False)
+        while self.work_once(slot) or (self.held_back() and self._pause_for_limits()):
             pass
         return slot.processed, slot.failed
+
+    def _pause_for_limits(self) -> bool:
+        """Wait as an idle thread would before the limits let more through; True."""
+        time.sleep(self._idle_wait())
+        return True
 
     def work_once(self, slot: _Slot | None = None) -> bool:
         """Lease one batch from the first served queue that has visible messages and run it.

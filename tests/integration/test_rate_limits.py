@@ -16,6 +16,8 @@ from django.db import connection, transaction
 from rest_framework.test import APIClient
 
 import pgq_django as pgq
+from pgq_django.testing import drain
+from pgq_django.worker.registry import unregister
 from tests.conftest import time_passes
 
 
@@ -182,3 +184,28 @@ def test_a_limited_read_inside_the_callers_transaction_leaves_its_commit_durable
         with connection.cursor() as cur:
             cur.execute("SHOW synchronous_commit")
             assert cur.fetchone()[0] == "on"
+
+
+def test_drain_and_once_wait_for_a_rate_limit_instead_of_stopping_early(make_queue):
+    q = make_queue(rate_limit=40)  # ten tokens at once, then forty a second
+    pgq.send_batch(q, list(range(25)))
+    handled: list[int] = []
+    pgq.handler(q.name, batch=5)(lambda message: handled.append(message.msg_id))
+    try:
+        done = drain(q.name)
+    finally:
+        unregister(q.name)
+    assert (done.processed, len(handled)) == (25, 25)
+    assert pgq.metrics(q).queue_length == 0
+
+
+def test_drain_of_a_paused_limited_queue_returns_without_waiting(make_queue):
+    q = make_queue(concurrency_limit=2)
+    pgq.send_batch(q, [1, 2, 3])
+    pgq.pause_queue(q)
+    pgq.handler(q.name)(lambda message: None)
+    try:
+        assert drain(q.name).processed == 0
+    finally:
+        unregister(q.name)
+    assert pgq.metrics(q).queue_length == 3
