@@ -206,16 +206,17 @@ class Worker:
         :meth:`drain` wait for the limits to let them through instead of stopping early."""
         if not self._limited:
             return False
-        paused = set(
-            Queue.objects.filter(name__in=self._limited, paused=True).values_list("name", flat=True)
-        )
-        for name in self._limited:
-            if name in paused:
-                continue
-            found = metrics(name)
-            if found.queue_length - found.in_flight - found.delayed > 0:
-                return True
-        return False
+        try:
+            paused = set(
+                Queue.objects.filter(name__in=self._limited, paused=True).values_list(
+                    "name", flat=True
+                )
+            )
+            ready = (metrics(name) for name in self._limited if name not in paused)
+            return any(m.queue_length - m.in_flight - m.delayed > 0 for m in ready)
+        except Exception:
+            logger.exception("event=limits_check_failed")
+            return False
 
     def _idle_wait(self) -> float:
         """How long an idle thread waits for a wake-up before it tries again."""
