@@ -185,34 +185,39 @@ SELECT (SELECT count(*) FROM pg_class) AS relations,
 """
 
 
-def _many_queues(side: Side, count: int, ops: int) -> dict[str, float]:
+def _many_queues(side: Side, count: int, ops: int) -> dict[str, Any]:
     """Create ``count`` more queues on ``side`` and measure what changes (see main)."""
     with side.pool.connection() as conn:
         before = conn.execute(CATALOG).fetchone()
     base = {
         "send_read_delete_per_s_before": _send_read_delete(side, ops),
     }
-    start = common.clock()
-    for i in range(count):
-        side.client.create_queue(f"{QUEUE}_{i}")
-    created = common.clock() - start
-    with side.pool.connection() as conn:
-        after = conn.execute(CATALOG).fetchone()
-    start = common.clock()
-    metrics = side.client.metrics_all()
-    metrics_all = common.clock() - start
-    result = {
-        "create_per_s": count / created,
-        **base,
-        "send_read_delete_per_s_after": _send_read_delete(side, ops),
-        "metrics_all_s": metrics_all,
-        "queues_seen": float(len(metrics)),
-        "relations_added": float(after[0] - before[0]),
-        "catalog_mb_added": (after[1] - before[1]) / 2**20,
-    }
-    for i in range(count):
-        side.client.drop_queue(f"{QUEUE}_{i}")
-    return result
+    try:
+        start = common.clock()
+        for i in range(count):
+            side.client.create_queue(f"{QUEUE}_{i}")
+        created = common.clock() - start
+        with side.pool.connection() as conn:
+            after = conn.execute(CATALOG).fetchone()
+        metrics_all: float | str
+        try:
+            start = common.clock()
+            seen = float(len(side.client.metrics_all()))
+            metrics_all = common.clock() - start
+        except psycopg.Error as exc:  # PGMQ's locks every queue table in one transaction
+            seen, metrics_all = 0.0, f"failed: {exc.diag.message_primary}"
+        return {
+            "create_per_s": count / created,
+            **base,
+            "send_read_delete_per_s_after": _send_read_delete(side, ops),
+            "metrics_all_s": metrics_all,
+            "queues_seen": seen,
+            "relations_added": float(after[0] - before[0]),
+            "catalog_mb_added": (after[1] - before[1]) / 2**20,
+        }
+    finally:
+        for i in range(count):
+            side.client.drop_queue(f"{QUEUE}_{i}")
 
 
 def _send_read_delete(side: Side, ops: int) -> float:
@@ -224,6 +229,10 @@ def _send_read_delete(side: Side, ops: int) -> float:
         side.client.delete(QUEUE, message.msg_id)
 
     return _rate(ops, one)
+
+
+def _cell(value: Any) -> str:
+    return value if isinstance(value, str) else common.fmt(value)
 
 
 def many_queues_table(sides: dict[str, Side], count: int, ops: int) -> dict[str, Any]:
@@ -242,10 +251,7 @@ def many_queues_table(sides: dict[str, Side], count: int, ops: int) -> dict[str,
     common.print_table(
         f"{count} more queues, through the pgmq client",
         ["measure", "PGMQ", "ours"],
-        [
-            [label, common.fmt(found["pgmq"][k]), common.fmt(found["ours"][k])]
-            for k, label in labels.items()
-        ],
+        [[label, _cell(found["pgmq"][k]), _cell(found["ours"][k])] for k, label in labels.items()],
     )
     return found
 
