@@ -397,3 +397,83 @@ def test_create_partitioned_makes_a_queue_without_pg_partman(pgmq_sql: str) -> N
         assert [r.queue_name for r in c.list_queues() if r.queue_name == q] == [q]
         with pytest.raises(psycopg.errors.RaiseException, match="premake must be at least 1"):
             _sql(c, "SELECT pgmq.create_partitioned(%s, premake => 0)", [unique_queue()])
+
+
+def test_the_remaining_shapes(pgmq_sql: str, reference_dsn: str) -> None:
+    """The calls the other scripts leave out: unlogged queues, conditional and grouped polls,
+    every topic send shape, the deprecated drop, and the name helpers."""
+    q, unlogged, one = unique_queue(), unique_queue("unlogged"), unique_queue("topic")
+
+    def script(c: Any, shape: Shaper) -> list[Any]:
+        later = datetime.now(UTC) + timedelta(hours=1)
+        c.create_queue(q)
+        steps: list[Any] = [
+            outcome(lambda: c.create_queue(unlogged, unlogged=True), shape),
+            outcome(lambda: [r for r in c.list_queues() if r.queue_name == unlogged], shape),
+            outcome(lambda: c.send_batch(q, [{"k": 1}, {"k": 2}]), shape),
+            outcome(
+                lambda: c.read_with_poll(
+                    q, vt=30, qty=5, max_poll_seconds=1, poll_interval_ms=20, conditional={"k": 2}
+                ),
+                shape,
+            ),
+        ]
+        for read in ("read_grouped_with_poll", "read_grouped_rr_with_poll"):
+            steps.append(
+                outcome(lambda read=read: _sorted(getattr(c, read)(q, 30, 5, 1, 20)), shape)
+            )
+        steps += [
+            outcome(
+                lambda: _sql(
+                    c,
+                    "SELECT count(*) FROM pgmq.read_grouped_head_with_poll(%s, 30, 5, 1, 20)",
+                    [q],
+                ),
+                shape,
+                raw=True,
+            ),
+            outcome(lambda: _sql(c, "SELECT pgmq.validate_queue_name(%s)", ["x" * 48]), shape),
+            outcome(
+                lambda: _sql(c, "SELECT pgmq.format_table_name(%s, 'q')", ["Mixed_Case"]), shape
+            ),
+            outcome(lambda: _sql(c, "SELECT pgmq.format_table_name(%s, 'a')", ["x;y"]), shape),
+            outcome(lambda: _sql(c, "SELECT pgmq.acquire_queue_lock(%s)", [q]), shape),
+        ]
+        c.create_queue(one)
+        c.bind_topic("t.#", one)
+        steps += [
+            outcome(
+                lambda: c.send_topic("t.a", {"s": 1}, headers={"h": 1}, delay=0), shape, raw=True
+            ),
+            outcome(lambda: c.send_topic("t.a", {"s": 2}, delay=-1), shape),
+            outcome(
+                lambda: _per_queue(c.send_batch_topic("t.b", [{"s": 3}], headers=[{"h": 2}])),
+                shape,
+                raw=True,
+            ),
+            outcome(
+                lambda: _per_queue(c.send_batch_topic("t.b", [{"s": 4}], delay=100)),
+                shape,
+                raw=True,
+            ),
+            outcome(
+                lambda: _per_queue(c.send_batch_topic("t.b", [{"s": 5}], delay=later)),
+                shape,
+                raw=True,
+            ),
+            outcome(
+                lambda: _per_queue(
+                    c.send_batch_topic("t.b", [{"s": 6}], headers=[{"h": 3}], delay=100)
+                ),
+                shape,
+                raw=True,
+            ),
+            outcome(lambda: _sorted(c.read(one, vt=30, qty=10)), Shaper()),
+            outcome(lambda: _sql(c, "SELECT pgmq.drop_queue(%s, true)", [unlogged]), shape),
+            outcome(lambda: [r for r in c.list_queues() if r.queue_name == unlogged], shape),
+        ]
+        c.drop_queue(one)
+        c.drop_queue(q)
+        return steps
+
+    both(pgmq_sql, reference_dsn, script)
