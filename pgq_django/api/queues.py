@@ -148,6 +148,8 @@ def alter_queue(name: QueueRef, **changes: Any) -> Queue:
         for key, value in fields.items():
             setattr(queue, key, value)
         queue.save(using=_db(), update_fields=[*fields, "updated_at"])
+        if fields.keys() & {"rate_limit", "concurrency_limit"}:
+            Queue.objects.db_manager(_db()).reset_limit(queue.pk)
     return queue
 
 

@@ -209,3 +209,14 @@ def test_drain_of_a_paused_limited_queue_returns_without_waiting(make_queue):
     finally:
         unregister(q.name)
     assert pgq.metrics(q).queue_length == 3
+
+
+def test_a_limit_set_again_counts_the_leases_taken_while_it_was_off(make_queue):
+    q = make_queue(concurrency_limit=2)
+    pgq.send_batch(q, list(range(10)))
+    assert len(pgq.read(q, qty=10)) == 2
+    pgq.alter_queue(q, concurrency_limit=None)
+    assert len(pgq.read(q, qty=3)) == 3  # five leased now, three of them without the limit
+    pgq.alter_queue(q, concurrency_limit=6)
+    assert len(pgq.read(q, qty=10)) == 1
+    assert pgq.read(q, qty=10) == []

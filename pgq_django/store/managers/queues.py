@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from ... import seams
+from .. import db
 from ..sql import access as rights
-from ..sql.queues import LOCK_DEAD_LETTER_GRAPH
+from ..sql.queues import LOCK_DEAD_LETTER_GRAPH, RESET_LIMIT
 from .base import SqlManager
 from .users import with_user_tables
 
@@ -19,6 +20,11 @@ class QueueManager(SqlManager):
         """Take turns (until commit) with other changes of dead-letter queues, so two of
         them cannot each pass the cycle check and together close a cycle."""
         self._one(LOCK_DEAD_LETTER_GRAPH, {})
+
+    def reset_limit(self, queue_id: int) -> None:
+        """Forget the queue's limit row (its limits changed): the next limited read makes it
+        again from the queue's current leases."""
+        db.run_rowcount(RESET_LIMIT, {"queue_id": queue_id}, self._db_alias())
 
     def has_right(
         self, right: str, target: Any, *, by_name: bool, user_id: Any, superuser: bool

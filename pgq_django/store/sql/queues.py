@@ -53,6 +53,11 @@ GROUP BY q.id
 ON CONFLICT (queue_id) DO NOTHING
 """
 
+# -- reset_limit -- Forget a queue's limit row when its limits change: the next limited read
+# makes it again (ADD_LIMIT), with a full bucket at the new rate and the leases the queue
+# holds then, taken with or without limits since.
+RESET_LIMIT = "DELETE FROM pgq_queue_limit WHERE queue_id = %(queue_id)s"
+
 # The token bucket of a rate-limited queue ``lq`` whose limit row is ``l``: its tokens now,
 # refilled at rate_limit per second since refreshed_at, never above the bucket's size,
 # rate_limit / 4 tokens (at least one). A small bucket keeps the rate near the
