@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 from rest_framework.test import APIClient
 
 import pgq_django as pgq
@@ -408,3 +408,13 @@ def test_rest_will_not_take_over_a_schedule_of_a_queue_the_caller_cannot_manage(
         "0 9 * * 1",
         {"run": "payroll"},
     )
+
+
+def test_a_raw_delete_of_the_queue_takes_its_schedules_along(make_queue):
+    """As drop_queue does: the schedule's key cascades in the database, so a DELETE that
+    does not go through the ORM (PGMQ's drop_queue) is not refused by it."""
+    q = make_queue()
+    pgq.schedule("raw-drop", "* * * * *", q, 1)
+    with connection.cursor() as cur:
+        cur.execute("DELETE FROM pgq_queue WHERE id = %s", [q.pk])
+    assert not Schedule.objects.filter(name="raw-drop").exists()
