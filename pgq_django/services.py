@@ -84,8 +84,11 @@ class Service(Generic[C]):
             if self._thread is not None and self._thread.is_alive():
                 return
             self._stop.clear()
-            self._thread = threading.Thread(target=self._main, name=self.thread_name, daemon=True)
-            self._thread.start()
+            thread = threading.Thread(target=self._main, name=self.thread_name, daemon=True)
+            thread.start()
+            # Published once started: wait() and is_running read it without the lock, and
+            # a thread not started yet cannot be joined.
+            self._thread = thread
 
     def stop(self) -> bool:
         """Ask the thread to finish and wait up to ``stop_timeout``; True once it has ended.
@@ -136,6 +139,7 @@ class ProcessService(Service[C]):
         super().__init__(config)
         self.pid = os.getpid()
         self._live = False
+        self._starting = threading.Lock()
         _REGISTRY.append(self)
 
     def stop(self) -> bool:
@@ -168,9 +172,12 @@ class ProcessService(Service[C]):
         lock, so work handed over after that finds it cleared)."""
         if self._live:
             return
-        self.wait()
-        self.start()
-        self._live = True
+        with self._starting:  # one caller starts it; the others find it live
+            if self._live:
+                return
+            self.wait()
+            self.start()
+            self._live = True
 
     def after_fork(self) -> None:
         """Forget the parent's state in a forked child (its work is the parent's to do)."""
@@ -179,6 +186,7 @@ class ProcessService(Service[C]):
         self._stop = threading.Event()
         self._thread = None
         self._lock = threading.Lock()
+        self._starting = threading.Lock()
 
     def shutdown(self) -> None:
         """Stop the thread and do what is left, once, as the process ends."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 
 import pgq_django as pgq
-from pgq_django.services import Service, ServiceConfig
+from pgq_django.services import ProcessService, Service, ServiceConfig
 from pgq_django.worker import maintenance
 from pgq_django.worker.leader import Leader, LeaderConfig
 from pgq_django.worker.leases import LeaseExtender, LeaseExtenderConfig
@@ -90,6 +90,45 @@ def test_wait_answers_false_while_the_thread_is_still_running():
         assert counter.wait(0) is False
     finally:
         counter.stop()
+
+
+class Sleeper(ProcessService[CounterConfig]):
+    """A process service that runs until stopped (as the counter flusher does while busy)."""
+
+    thread_name = "pgq-test-sleeper"
+
+    def run(self) -> None:
+        while not self.sleep(self.config.interval):
+            pass
+
+
+def test_many_first_calls_at_once_start_a_process_service_once_and_none_waits_for_it():
+    """Senders racing to start an idle service: one starts it, the others find it running.
+    None joins a thread not started yet (an error), or the new thread (it runs until
+    stopped, so such a caller would never return)."""
+    sleeper = Sleeper(CounterConfig(interval=3600))
+    callers, errors, gate = [], [], threading.Barrier(16)
+
+    def first_send() -> None:
+        gate.wait()
+        try:
+            sleeper.ensure_started()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    try:
+        for _ in range(16):
+            callers.append(threading.Thread(target=first_send))
+            callers[-1].start()
+        for caller in callers:
+            caller.join(30)
+        assert not [c for c in callers if c.is_alive()], "a caller waits for the new thread"
+        assert errors == []
+        assert sleeper.is_running
+        assert [t.name for t in threading.enumerate()].count("pgq-test-sleeper") == 1
+    finally:
+        sleeper.stop()
+        sleeper.retire()
 
 
 def test_each_service_has_its_own_defaults():
