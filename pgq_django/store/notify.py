@@ -334,9 +334,7 @@ class Hub(ProcessService[ServiceConfig]):
     def waiters(self, queue: str | None = None) -> int:
         """How many interests are registered (each counted once), for ``queue`` or all."""
         with self._waiters_lock:
-            found = {
-                i for q, group in self._interests.items() if queue in (None, q) for i in group
-            }
+            found = {i for q, group in self._interests.items() if queue in (None, q) for i in group}
             for q, groups in self._groups.items():
                 if queue in (None, q):
                     for members in groups.values():

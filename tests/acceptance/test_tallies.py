@@ -48,6 +48,7 @@ def test_a_reader_waits_for_sums_the_thread_took_and_is_still_writing(make_queue
         with holder.cursor() as cursor:  # the thread's insert waits behind this lock
             cursor.execute("LOCK TABLE pgq_queue_counter IN SHARE MODE")
         pgq.send(q, {"n": 1})
+
         def write() -> None:  # as the pgq-tallies thread does
             try:
                 tallies.flusher.flush()
