@@ -19,7 +19,7 @@ import pytest
 from django.db import transaction
 
 import pgq_django as pgq
-from tests.conftest import wait_until
+from tests.conftest import direct_dsn, wait_until
 from tests.pgmq_support import (
     Shaper,
     client,
@@ -325,7 +325,7 @@ def test_insert_notifications_on_pgmqs_channel(pgmq_sql: str, reference_dsn: str
                 shape,
             ),
         ]
-        dsn = c.pool.conninfo
+        dsn = direct_dsn(c.pool.conninfo)  # LISTEN past any pooler, as clients must
         with psycopg.connect(dsn, autocommit=True) as listener:
             listener.execute(f'LISTEN "pgmq.q_{q}.INSERT"')
             c.send(q, {"n": 1})

@@ -17,6 +17,7 @@ from pgmq.install import get_embedded_install_sql
 import pgq_django as pgq
 from pgq_django.pgmq import install
 from pgq_django.pgmq.install import PgmqSchemaConflict
+from tests.conftest import direct_dsn
 from tests.pgmq_support import client, ours_dsn, pgmq_settings, pgmq_sql, unique_queue
 
 __all__ = ["pgmq_sql"]  # the fixture, imported for the tests below
@@ -181,7 +182,8 @@ def test_insert_notifications_fire_for_pgq_sends_and_leave_no_trigger_when_off(
     name = unique_queue()
     pgq.create_queue(name)
     _sql("SELECT pgmq.enable_notify_insert(%s, 0)", [name])
-    with psycopg.connect(pgmq_sql, autocommit=True) as listener:
+    # A listener connects past any pooler, as docs/howto/pgbouncer.md says LISTEN must.
+    with psycopg.connect(direct_dsn(pgmq_sql), autocommit=True) as listener:
         listener.execute(f'LISTEN "pgmq.q_{name}.INSERT"')
         pgq.send(name, {"n": 1})
         heard = [n.channel for n in listener.notifies(timeout=10, stop_after=1)]
