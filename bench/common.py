@@ -32,6 +32,8 @@ from typing import Any
 
 import psycopg
 
+import pgq_django as pgq
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
 BENCH_DATA_DIR = ROOT / ".pgdata" / "bench"
@@ -126,6 +128,21 @@ def close_django_connections() -> None:
 def clock() -> float:
     """A monotonic clock shared by all processes of the machine (CLOCK_MONOTONIC on Linux)."""
     return time.perf_counter()
+
+
+def drain(queue: str, qty: int) -> int:
+    """Read and delete through the Python API until the queue answers nothing; how many
+    messages were consumed (one receipt for ``qty=1``, the list otherwise)."""
+    done = 0
+    while True:
+        found = pgq.read(queue, qty=qty)
+        if not found:
+            return done
+        if qty == 1:
+            pgq.delete(queue, found[0].receipt)
+        else:
+            pgq.delete(queue, [m.receipt for m in found])
+        done += len(found)
 
 
 def timed(fn: Callable[[], Any]) -> float:

@@ -36,20 +36,6 @@ def queue_name(contender: str) -> str:
     return f"bench_limits_{contender}"
 
 
-def drain(pgq: Any, queue: str, qty: int) -> int:
-    """Read and delete until the queue answers nothing; how many were consumed."""
-    done = 0
-    while True:
-        got = pgq.read(queue, qty=qty)
-        if not got:
-            return done
-        if qty == 1:
-            pgq.delete(queue, got[0].receipt)
-        else:
-            pgq.delete(queue, [m.receipt for m in got])
-        done += len(got)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = common.arguments(__doc__.splitlines()[0], argv)
     rounds = args.rounds or (3 if args.quick else 7)
@@ -71,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     pgq.send_batch(queue_name(contender), [BODY] * min(1000, n - start))
 
             def measure(contender: str, n: int = n, qty: int = qty) -> float:
-                seconds = common.timed(lambda: drain(pgq, queue_name(contender), qty))
+                seconds = common.timed(lambda: common.drain(queue_name(contender), qty))
                 return n / seconds
 
             print(f"  {title}: {rounds} rounds of {n} messages …", flush=True)

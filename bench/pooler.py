@@ -175,21 +175,6 @@ def reset(name: str, fill: int = 0) -> None:
         admin.execute("VACUUM (ANALYZE) pgq_message")
 
 
-def drain(queue: str, qty: int) -> int:
-    import pgq_django as pgq
-
-    done = 0
-    while True:
-        found = pgq.read(queue, qty=qty)
-        if not found:
-            return done
-        if qty == 1:
-            pgq.delete(queue, found[0].receipt)
-        else:
-            pgq.delete(queue, [m.receipt for m in found])
-        done += len(found)
-
-
 def _worker(name: str) -> Callable[[], int]:
     """In a worker process: settle on the contender's settings, connect, return the drain."""
     from django.db import connections
@@ -245,7 +230,7 @@ def measure(case: Case, name: str, n: int) -> float:
                     pgq.send_batch(queue, batch)
                 done = n
             else:
-                done = drain(queue, case.qty)
+                done = common.drain(queue, case.qty)
             elapsed = common.clock() - start
             tallies.flush()
             wakeups.flush()
