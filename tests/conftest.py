@@ -161,6 +161,23 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def manage_on(database_url: str, *args: str, **extra_env: str) -> str:
+    """Run ``python -m django <args>`` on the database ``database_url`` names (not this
+    run's test database), with ``extra_env`` set; assert it succeeds and return its output."""
+    env = subprocess_env(DATABASE_URL=database_url, **extra_env)
+    env.pop("PGQ_USE_TEST_DB")
+    done = subprocess.run(
+        [sys.executable, "-m", "django", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
 class Child(subprocess.Popen[str]):
     """A child process whose output goes to files instead of pipes.
 

@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import manage_on
 
 pytestmark = pytest.mark.slow
-
-
-def _manage(database_url: str, *args: str) -> str:
-    env = subprocess_env(DATABASE_URL=database_url)
-    env.pop("PGQ_USE_TEST_DB")
-    done = subprocess.run(
-        [sys.executable, "-m", "django", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
 
 
 def _tables(database_url: str) -> set[str]:
@@ -38,7 +21,7 @@ def _tables(database_url: str) -> set[str]:
 
 
 def test_migrations_apply_unapply_and_apply_again(fresh_database: Any) -> None:
-    _manage(fresh_database, "migrate")
+    manage_on(fresh_database, "migrate")
     created = _tables(fresh_database)
     assert {
         "pgq_queue",
@@ -49,10 +32,10 @@ def test_migrations_apply_unapply_and_apply_again(fresh_database: Any) -> None:
         "pgq_queue_counter",
     } <= created
 
-    _manage(fresh_database, "migrate", "pgq_django", "zero")
+    manage_on(fresh_database, "migrate", "pgq_django", "zero")
     assert _tables(fresh_database) == set()
 
-    _manage(fresh_database, "migrate")
+    manage_on(fresh_database, "migrate")
     assert _tables(fresh_database) == created
     with psycopg.connect(fresh_database) as conn:
         ids = conn.execute(
@@ -67,5 +50,5 @@ def test_migrations_apply_unapply_and_apply_again(fresh_database: Any) -> None:
 
 
 def test_the_models_need_no_new_migration(fresh_database: Any) -> None:
-    out = _manage(fresh_database, "makemigrations", "--check", "--dry-run", "pgq_django")
+    out = manage_on(fresh_database, "makemigrations", "--check", "--dry-run", "pgq_django")
     assert "No changes detected" in out

@@ -5,32 +5,18 @@ after, queues and their views included."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import manage_on
 
 pytestmark = pytest.mark.slow
 
 
 def _manage(database_url: str, *args: str) -> None:
-    env = subprocess_env(
-        DATABASE_URL=database_url, PGQ_TEST_PGQ=json.dumps({"PGMQ_SCHEMA": "pgmq"})
-    )
-    env.pop("PGQ_USE_TEST_DB")
-    done = subprocess.run(
-        [sys.executable, "-m", "django", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    manage_on(database_url, *args, PGQ_TEST_PGQ=json.dumps({"PGMQ_SCHEMA": "pgmq"}))
 
 
 def _one(database_url: str, query: str) -> Any:
