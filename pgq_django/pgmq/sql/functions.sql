@@ -501,9 +501,10 @@ BEGIN
 END;
 $$;
 
-CREATE FUNCTION @extschema@.read_grouped_with_poll(
-    queue_name TEXT, vt INTEGER, qty INTEGER,
-    max_poll_seconds INTEGER DEFAULT 5, poll_interval_ms INTEGER DEFAULT 100
+-- The three grouped reads' _with_poll forms: one loop, the read chosen by ``kind``.
+CREATE FUNCTION @extschema@._pgq_poll_grouped(
+    kind TEXT, queue_name TEXT, vt INTEGER, qty INTEGER,
+    max_poll_seconds INTEGER, poll_interval_ms INTEGER
 ) RETURNS SETOF @extschema@.message_record
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -513,55 +514,46 @@ BEGIN
         IF clock_timestamp() >= stop_at THEN
             RETURN;
         END IF;
-        RETURN QUERY SELECT * FROM @extschema@.read_grouped(queue_name, vt, qty);
+        IF kind = 'rr' THEN
+            RETURN QUERY SELECT * FROM @extschema@.read_grouped_rr(queue_name, vt, qty);
+        ELSIF kind = 'head' THEN
+            RETURN QUERY SELECT * FROM @extschema@.read_grouped_head(queue_name, vt, qty);
+        ELSE
+            RETURN QUERY SELECT * FROM @extschema@.read_grouped(queue_name, vt, qty);
+        END IF;
         IF FOUND THEN
             RETURN;
         END IF;
         PERFORM pg_sleep(poll_interval_ms::numeric / 1000);
     END LOOP;
 END;
+$$;
+
+CREATE FUNCTION @extschema@.read_grouped_with_poll(
+    queue_name TEXT, vt INTEGER, qty INTEGER,
+    max_poll_seconds INTEGER DEFAULT 5, poll_interval_ms INTEGER DEFAULT 100
+) RETURNS SETOF @extschema@.message_record
+LANGUAGE sql AS $$
+    SELECT * FROM @extschema@._pgq_poll_grouped(
+        'fifo', queue_name, vt, qty, max_poll_seconds, poll_interval_ms)
 $$;
 
 CREATE FUNCTION @extschema@.read_grouped_rr_with_poll(
     queue_name TEXT, vt INTEGER, qty INTEGER,
     max_poll_seconds INTEGER DEFAULT 5, poll_interval_ms INTEGER DEFAULT 100
 ) RETURNS SETOF @extschema@.message_record
-LANGUAGE plpgsql AS $$
-DECLARE
-    stop_at timestamptz := clock_timestamp() + make_interval(secs => max_poll_seconds);
-BEGIN
-    LOOP
-        IF clock_timestamp() >= stop_at THEN
-            RETURN;
-        END IF;
-        RETURN QUERY SELECT * FROM @extschema@.read_grouped_rr(queue_name, vt, qty);
-        IF FOUND THEN
-            RETURN;
-        END IF;
-        PERFORM pg_sleep(poll_interval_ms::numeric / 1000);
-    END LOOP;
-END;
+LANGUAGE sql AS $$
+    SELECT * FROM @extschema@._pgq_poll_grouped(
+        'rr', queue_name, vt, qty, max_poll_seconds, poll_interval_ms)
 $$;
 
 CREATE FUNCTION @extschema@.read_grouped_head_with_poll(
     queue_name TEXT, vt INTEGER, qty INTEGER,
     max_poll_seconds INTEGER DEFAULT 5, poll_interval_ms INTEGER DEFAULT 100
 ) RETURNS SETOF @extschema@.message_record
-LANGUAGE plpgsql AS $$
-DECLARE
-    stop_at timestamptz := clock_timestamp() + make_interval(secs => max_poll_seconds);
-BEGIN
-    LOOP
-        IF clock_timestamp() >= stop_at THEN
-            RETURN;
-        END IF;
-        RETURN QUERY SELECT * FROM @extschema@.read_grouped_head(queue_name, vt, qty);
-        IF FOUND THEN
-            RETURN;
-        END IF;
-        PERFORM pg_sleep(poll_interval_ms::numeric / 1000);
-    END LOOP;
-END;
+LANGUAGE sql AS $$
+    SELECT * FROM @extschema@._pgq_poll_grouped(
+        'head', queue_name, vt, qty, max_poll_seconds, poll_interval_ms)
 $$;
 
 ------------------------------------------------------------------------------------------
