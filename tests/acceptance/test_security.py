@@ -23,6 +23,7 @@ import pgq_django as pgq
 from pgq_django import access
 from pgq_django.task_signing import SIGNING_SALT
 from pgq_django.tasks import TaskResultStatus
+from tests.conftest import manage_on
 
 WORKER = ("-m", "django", "pgq_worker", "-v", "2")
 TASK_QUEUE = "tasks_default"
@@ -689,9 +690,7 @@ def test_the_migration_trusts_an_old_dead_letter_header_only_where_the_queues_ag
     the queue it names really dead-letters into theirs; a forged header gets none."""
     import psycopg
 
-    from tests.acceptance.test_migrations import _manage
-
-    _manage(fresh_database, "migrate", "pgq_django", "0003_delivery")
+    manage_on(fresh_database, "migrate", "pgq_django", "0003_delivery")
     queue_sql = (
         "INSERT INTO pgq_queue (name, fifo, visibility_timeout, delivery_delay, retention,"
         " max_retries, retry_delay, backoff, backoff_cap, backoff_jitter, max_message_size,"
@@ -710,8 +709,8 @@ def test_the_migration_trusts_an_old_dead_letter_header_only_where_the_queues_ag
         conn.execute(queue_sql, ["victim", None])
         real = conn.execute(message_sql, [dlq, "source"]).fetchone()[0]
         forged = conn.execute(message_sql, [dlq, "victim"]).fetchone()[0]
-    _manage(fresh_database, "migrate", "pgq_django", "0004_security")
+    manage_on(fresh_database, "migrate", "pgq_django", "0004_security")
     with psycopg.connect(fresh_database) as conn:
         origins = dict(conn.execute("SELECT msg_id, dead_letter_origin_id FROM pgq_message"))
     assert origins == {real: source, forged: None}
-    _manage(fresh_database, "migrate", "pgq_django", "0003_delivery")  # and back
+    manage_on(fresh_database, "migrate", "pgq_django", "0003_delivery")  # and back
