@@ -26,6 +26,7 @@ from psycopg.sql import Identifier, Literal
 from ..conf import settings
 from ..exceptions import PgqError
 from ..store import db
+from ..validation import MAX_SECONDS
 from . import sql
 
 logger = logging.getLogger("pgq_django.pgmq")
@@ -69,6 +70,7 @@ def script(name: str, *, schema: str, tables: str, channel: str) -> str:
         .replace("@extschema@", schema)
         .replace("@pgq@", tables)
         .replace("@channel@", Literal(channel).as_string(None))
+        .replace("@forever@", str(MAX_SECONDS))
     )
 
 

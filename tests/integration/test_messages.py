@@ -8,6 +8,7 @@ import pytest
 
 import pgq_django as pgq
 from pgq_django.models import ArchivedMessage, Message, Receipt
+from pgq_django.validation import MAX_SECONDS
 from tests.conftest import time_passes
 
 
@@ -107,6 +108,23 @@ def test_an_expired_message_is_never_delivered_and_is_archived_as_expired(queue)
     assert pgq.expire_messages(queue) == 1
     archived = ArchivedMessage.objects.get(msg_id=gone)
     assert (archived.outcome, archived.message) == ("expired", "short-lived")
+
+
+def test_the_longest_retention_keeps_messages_until_taken_with_no_expiry(make_queue):
+    """A queue kept 'forever' (the longest retention, as PGMQ's queues are) writes no expiry:
+    its messages never expire and cost no entry in the expiry index; a shorter retention or
+    an expires_in still gives one."""
+    forever = make_queue(retention=MAX_SECONDS)
+    kept = pgq.send(forever, "kept")
+    batch = pgq.send_batch(forever, ["a", "b"])
+    short = pgq.send(forever, "short", expires_in=60)
+    expiry = dict(Message.objects.filter(queue=forever).values_list("msg_id", "expires_at"))
+    assert [expiry[i] for i in (kept, *batch)] == [None, None, None]
+    assert expiry[short] is not None
+    ordinary = make_queue(retention=3600)
+    assert Message.objects.get(msg_id=pgq.send(ordinary, "x")).expires_at is not None
+    assert pgq.expire_messages(forever) == 0
+    assert [m.msg_id for m in pgq.read(forever, qty=5, vt=0)] == [kept, *batch, short]
 
 
 def test_pop_reads_and_deletes_at_once(queue):

@@ -141,6 +141,14 @@ def test_a_queue_made_through_pgmq_has_pgmqs_semantics_for_pgq_too(pgmq_sql: str
     assert made.durable and made.max_length is None and made.delivery_delay == 0
     # A worker's failed delivery is retried after a visibility timeout, not in a hot loop.
     assert (made.retry_delay, made.backoff) == (30, "none")
+    # Kept until taken: messages sent through either API carry no expiry at all.
+    sent = [
+        _sql("SELECT * FROM pgmq.send(%s, '1'::jsonb)", [name])[0][0],
+        *(row[0] for row in _sql("SELECT * FROM pgmq.send_batch(%s, ARRAY['2'::jsonb])", [name])),
+        pgq.send(name, 3),
+    ]
+    expiry = _sql("SELECT expires_at FROM pgq_message WHERE msg_id = ANY(%s)", [sent])
+    assert expiry == [(None,)] * 3
 
 
 def test_a_pgmq_send_wakes_pgq_waiters_on_pgqs_channel(pgmq_sql: str) -> None:

@@ -4,7 +4,8 @@ The schema's own SQL (types, views, functions) lives in the ``.sql`` files besid
 module, in the order :data:`SCRIPTS` gives, with placeholders that
 :func:`pgq_django.pgmq.install.script` fills: ``@extschema@`` (the schema,
 ``PGQ["PGMQ_SCHEMA"]``), ``@pgq@`` (the schema of pgq_django's tables) and ``@channel@``
-(``PGQ["NOTIFY_CHANNEL"]`` as a literal). The named statements below are what
+(``PGQ["NOTIFY_CHANNEL"]`` as a literal), and ``@forever@``, the longest retention the API
+accepts, which means "never expires". The named statements below are what
 :mod:`pgq_django.pgmq.install` runs around it, through the store's runner.
 """
 

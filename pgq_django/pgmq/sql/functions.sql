@@ -88,7 +88,7 @@ END;
 $$;
 
 CREATE FUNCTION @extschema@.purge_queue(queue_name TEXT) RETURNS BIGINT
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     qrow @pgq@.pgq_queue := @extschema@._pgq_queue(queue_name);
     purged bigint;
@@ -290,7 +290,7 @@ $$;
 
 CREATE FUNCTION @extschema@.pop(queue_name TEXT, qty INTEGER DEFAULT 1)
 RETURNS SETOF @extschema@.message_record
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     qrow @pgq@.pgq_queue := @extschema@._pgq_queue(queue_name);
@@ -337,7 +337,7 @@ $$;
 -- row; any other case (another spelling, archive_on_ack, a message not there, no such
 -- queue) goes the general way of _pgq_remove.
 CREATE FUNCTION @extschema@.delete(queue_name TEXT, msg_id BIGINT) RETURNS BOOLEAN
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     found_queue bigint;
@@ -399,7 +399,7 @@ $$;
 -- group takes part only if its visible head is its oldest message (nothing earlier leased).
 CREATE FUNCTION @extschema@.read_grouped(queue_name TEXT, vt INTEGER, qty INTEGER)
 RETURNS SETOF @extschema@.message_record
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     qrow @pgq@.pgq_queue := @extschema@._pgq_queue(queue_name);
@@ -438,7 +438,7 @@ $$;
 -- Round robin: the first visible message of every free group, then the second, and so on.
 CREATE FUNCTION @extschema@.read_grouped_rr(queue_name TEXT, vt INTEGER, qty INTEGER)
 RETURNS SETOF @extschema@.message_record
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     qrow @pgq@.pgq_queue := @extschema@._pgq_queue(queue_name);
@@ -478,7 +478,7 @@ $$;
 -- The head of up to qty groups, oldest head first.
 CREATE FUNCTION @extschema@.read_grouped_head(queue_name TEXT, vt INTEGER, qty INTEGER)
 RETURNS SETOF @extschema@.message_record
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     qrow @pgq@.pgq_queue := @extschema@._pgq_queue(queue_name);

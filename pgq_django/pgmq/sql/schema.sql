@@ -2,7 +2,14 @@
 --
 -- Placeholders, filled by pgq_django.pgmq.install before this runs (identifiers quoted,
 -- the channel a literal): @extschema@ the schema made here (PGQ["PGMQ_SCHEMA"]), @pgq@ the
--- schema holding pgq_django's tables, @channel@ PGQ["NOTIFY_CHANNEL"].
+-- schema holding pgq_django's tables, @channel@ PGQ["NOTIFY_CHANNEL"], @forever@ the longest
+-- retention (seconds): a queue with it keeps its messages until they are taken, and they
+-- carry no expiry.
+--
+-- The functions that read or write messages plan their statements once per session
+-- (plan_cache_mode = force_generic_plan). Left to choose, PostgreSQL re-plans them on every
+-- call, because a plan for one queue's id looks no cheaper than the generic one, and planning
+-- a statement over the partitions of pgq_message costs several times what running it does.
 --
 -- Nothing here owns a message: every function reads and writes pgq_queue, pgq_message,
 -- pgq_archived_message, pgq_queue_counter and the exchange tables, as the Python API does.
@@ -96,7 +103,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT NULLIF(headers, '{}'::jsonb) $
 CREATE FUNCTION @extschema@._pgq_insert(
     q @pgq@.pgq_queue, msgs jsonb[], headers jsonb[], visible_at timestamptz
 ) RETURNS SETOF bigint
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     size_limit bigint := q.max_message_size;
@@ -124,7 +131,7 @@ BEGIN
                     ELSE nextval('@pgq@.pgq_message_transient_id_seq') END,
                q.id, b.body, coalesce(h.header, '{}'::jsonb), '{}'::jsonb, NULL, 0, 0,
                clock_timestamp(), coalesce(visible_at, clock_timestamp()),
-               clock_timestamp() + make_interval(secs => q.retention),
+               clock_timestamp() + make_interval(secs => nullif(q.retention, @forever@)),
                CASE WHEN jsonb_typeof(h.header) = 'object' THEN h.header->>'x-pgmq-group' END,
                NULL, NULL, NULL, false
         FROM unnest(msgs) WITH ORDINALITY AS b(body, n)
@@ -149,7 +156,7 @@ $$;
 CREATE FUNCTION @extschema@._pgq_send_one(
     queue_name text, msg jsonb, headers jsonb, visible_at timestamptz
 ) RETURNS SETOF bigint
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     new_id bigint;
@@ -162,7 +169,7 @@ BEGIN
                 ELSE nextval('@pgq@.pgq_message_transient_id_seq') END,
            q.id, _pgq_send_one.msg, coalesce(_pgq_send_one.headers, '{}'::jsonb), '{}'::jsonb,
            NULL, 0, 0, clock_timestamp(), coalesce(visible_at, clock_timestamp()),
-           clock_timestamp() + make_interval(secs => q.retention),
+           clock_timestamp() + make_interval(secs => nullif(q.retention, @forever@)),
            CASE WHEN jsonb_typeof(_pgq_send_one.headers) = 'object'
                 THEN _pgq_send_one.headers->>'x-pgmq-group' END,
            NULL, NULL, NULL, false
@@ -192,7 +199,7 @@ $$;
 CREATE FUNCTION @extschema@._pgq_lease(
     q @pgq@.pgq_queue, vt integer, qty integer, conditional jsonb
 ) RETURNS SETOF @extschema@.message_record
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 BEGIN
     IF q.paused THEN
@@ -230,19 +237,23 @@ $$;
 -- Lease the messages ``ids`` of queue q (a grouped read's choice), in that order.
 CREATE FUNCTION @extschema@._pgq_lease_ids(q @pgq@.pgq_queue, vt integer, ids bigint[])
 RETURNS SETOF @extschema@.message_record
-LANGUAGE sql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     WITH u AS (
         UPDATE @pgq@.pgq_message m
         SET last_read_at = clock_timestamp(),
-            vt = clock_timestamp() + make_interval(secs => $2),
+            vt = clock_timestamp() + make_interval(secs => _pgq_lease_ids.vt),
             read_ct = m.read_ct + 1
-        WHERE m.msg_id = ANY(ids) AND m.queue_id = (q).id AND m.vt <= clock_timestamp()
+        WHERE m.msg_id = ANY(ids) AND m.queue_id = q.id AND m.vt <= clock_timestamp()
         RETURNING m.msg_id, m.read_ct, m.enqueued_at, m.last_read_at, m.vt, m.message,
                   m.headers
     )
     SELECT u.msg_id, u.read_ct, u.enqueued_at, u.last_read_at, u.vt, u.message,
            @extschema@._pgq_headers(u.headers)
     FROM u ORDER BY array_position(ids, u.msg_id);
+END;
 $$;
 
 -- Take messages out of queue q: by ids (delete), or archived with outcome 'archived'
@@ -250,7 +261,9 @@ $$;
 -- API's delete does. Counts them as the Python API does; answers the ids taken.
 CREATE FUNCTION @extschema@._pgq_remove(q @pgq@.pgq_queue, ids bigint[], archives boolean)
 RETURNS SETOF bigint
-LANGUAGE sql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN QUERY
     WITH d AS (
         DELETE FROM @pgq@.pgq_message m
         WHERE m.msg_id = ANY(ids) AND m.queue_id = (q).id
@@ -272,12 +285,15 @@ LANGUAGE sql AS $$
         FROM d HAVING count(*) > 0
     )
     SELECT d.msg_id FROM d ORDER BY d.msg_id;
+END;
 $$;
 
 -- Set the visibility of messages ``ids`` of queue q to ``visible_at`` (last_read_at kept).
 CREATE FUNCTION @extschema@._pgq_set_vt(q @pgq@.pgq_queue, ids bigint[], visible_at timestamptz)
 RETURNS SETOF @extschema@.message_record
-LANGUAGE sql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN QUERY
     WITH u AS (
         UPDATE @pgq@.pgq_message m SET vt = visible_at
         WHERE m.msg_id = ANY(ids) AND m.queue_id = (q).id
@@ -287,9 +303,10 @@ LANGUAGE sql AS $$
     SELECT u.msg_id, u.read_ct, u.enqueued_at, u.last_read_at, u.vt, u.message,
            @extschema@._pgq_headers(u.headers)
     FROM u ORDER BY u.msg_id;
+END;
 $$;
 
--- Make a queue with PGMQ's semantics: no expiry (a retention of a century), no retry limit,
+-- Make a queue with PGMQ's semantics: no expiry (the longest retention), no retry limit,
 -- no dead-lettering, no byte budget, no delivery delay; ``durable`` false for unlogged. A
 -- failed delivery through the Python API (a worker's nack) is seen again after 30 seconds,
 -- PGMQ clients' usual visibility timeout, rather than at once in a tight loop.
@@ -315,7 +332,7 @@ BEGIN
         max_length, archive_on_ack, paused, rate_limit, concurrency_limit, callback,
         created_at, updated_at, dead_letter_queue_id, owner_id, content_based_deduplication,
         receive_wait_time, tags, durable)
-    VALUES (queue_name, false, 30, 0, 3153600000, 2147483647, 30, 'none', 30, false,
+    VALUES (queue_name, false, 30, 0, @forever@, 2147483647, 30, 'none', 30, false,
         2147483647, NULL, false, false, NULL, NULL, '', now(), now(), NULL, NULL, false, 0,
         '{}'::jsonb, _pgq_create.durable)
     ON CONFLICT (name) DO NOTHING;

@@ -17,6 +17,7 @@ from .fragments import (
     count_per_queue,
     counted,
     dead_letter_set,
+    expiry,
     insert_messages,
     next_msg_id,
 )
@@ -155,7 +156,7 @@ t AS (
     UPDATE pgq_message m
     SET queue_id = t.dest_id, dead_letter_origin_id = NULL, read_ct = 0, vt = clock_timestamp(),
         cancel_requested = false,
-        expires_at = clock_timestamp() + make_interval(secs => t.retention),
+        expires_at = {expiry("t.retention")},
         headers = (m.headers - 'pgq_dead_letter') || jsonb_build_object('pgq_redriven',
             coalesce(m.headers -> 'pgq_redriven', '[]'::jsonb)
             || jsonb_build_array(coalesce(m.headers -> 'pgq_dead_letter', '{{}}'::jsonb)

@@ -7,6 +7,8 @@ modules are built from these at import time, so the text PostgreSQL prepares is 
 
 from __future__ import annotations
 
+from ...validation import MAX_SECONDS
+
 # The two msg_id spaces. Durable queues draw ids from the first sequence, which stops below
 # TRANSIENT_FIRST_ID; non-durable queues (``durable=False``) draw them from the second, whose
 # ranges are UNLOGGED partitions of the same table (see pgq_django.partitions). Both stay
@@ -25,6 +27,16 @@ def next_msg_id(queue: str) -> str:
         f"CASE WHEN {queue}.durable THEN nextval('{MSG_ID_SEQUENCE}') "
         f"ELSE nextval('{TRANSIENT_MSG_ID_SEQUENCE}') END"
     )
+
+
+def expiry(seconds: str) -> str:
+    """The ``expires_at`` of a message that may wait ``seconds`` (a SQL expression).
+
+    The longest retention the API accepts means "keep until taken": such a message gets no
+    expiry at all rather than one a century away, so it costs no entry in the expiry index
+    and the expire duty never looks at it (PGMQ's queues, made with that retention, have no
+    expiry either)."""
+    return f"clock_timestamp() + make_interval(secs => nullif({seconds}, {MAX_SECONDS}))"
 
 
 # A queue without a rate or concurrency limit: what READ's ``q`` requires, so that a read of
@@ -114,8 +126,7 @@ def insert_messages(
     SELECT {msg_id or next_msg_id(queue)}, {queue}.id, {body}, {o["headers"]}::jsonb, {o["attributes"]}::jsonb, {o["label"]},
            {o["priority"]}, 0, clock_timestamp(),
            clock_timestamp() + make_interval(secs => coalesce({o["delay"]}, {queue}.delivery_delay)),
-           clock_timestamp() + make_interval(secs => least({queue}.retention,
-                                                           coalesce({o["expires_in"]}, {queue}.retention))),
+           {expiry(f"least({queue}.retention, coalesce({o["expires_in"]}, {queue}.retention))")},
            {o["group"]}, {o["dedup_id"]}, {o["max_retries"]}, {o["retry_delay"]}, false"""  # noqa: E501
 
 
@@ -173,7 +184,7 @@ def dead_letter_set(*, dlq_id: str, origin_id: str, origin_name: str, retention:
     """
     return f"""queue_id = {dlq_id}, dead_letter_origin_id = {origin_id}, vt = clock_timestamp(),
         read_ct = 0,
-        expires_at = clock_timestamp() + make_interval(secs => {retention}),
+        expires_at = {expiry(retention)},
         headers = m.headers || jsonb_build_object('pgq_dead_letter', jsonb_build_object(
             'attempts', m.read_ct, 'last_error', %(error)s::text,
             'original_queue', {origin_name}, 'dead_lettered_at', clock_timestamp()))"""
