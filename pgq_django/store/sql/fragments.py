@@ -122,11 +122,12 @@ def insert_messages(
     ordering and ``RETURNING``.
     """
     o = OPTION_PARAMETERS if options is None else options
+    kept = f"least({queue}.retention, coalesce({o['expires_in']}, {queue}.retention))"
     return f"""INSERT INTO pgq_message ({COLS})
     SELECT {msg_id or next_msg_id(queue)}, {queue}.id, {body}, {o["headers"]}::jsonb, {o["attributes"]}::jsonb, {o["label"]},
            {o["priority"]}, 0, clock_timestamp(),
            clock_timestamp() + make_interval(secs => coalesce({o["delay"]}, {queue}.delivery_delay)),
-           {expiry(f"least({queue}.retention, coalesce({o["expires_in"]}, {queue}.retention))")},
+           {expiry(kept)},
            {o["group"]}, {o["dedup_id"]}, {o["max_retries"]}, {o["retry_delay"]}, false"""  # noqa: E501
 
 
