@@ -26,6 +26,7 @@ from psycopg.sql import Identifier, Literal
 from ..conf import settings
 from ..exceptions import PgqError
 from ..store import db
+from ..store.sql import pgmq_interface as statements
 from ..validation import MAX_SECONDS
 from . import sql
 
@@ -76,7 +77,7 @@ def script(name: str, *, schema: str, tables: str, channel: str) -> str:
 
 def _own_schema(schema: str, alias: str) -> bool | None:
     """Whether ``schema`` is ours (True), someone else's (False) or absent (None)."""
-    row = db.run_one(sql.SCHEMA_STATE, {"schema": schema}, alias, prepare=False)
+    row = db.run_one(statements.SCHEMA_STATE, {"schema": schema}, alias, prepare=False)
     if row is None:
         return None
     return bool(row.comment and row.comment.startswith(sql.OWN_SCHEMA_MARK))
@@ -88,7 +89,7 @@ def _refuse_foreign(schema: str, alias: str) -> bool:
     The PGMQ extension in another schema is no conflict: that is how its queues move over
     (docs/pgmq.md, with the interface installed under another name for the move).
     """
-    extension = db.run_one(sql.PGMQ_EXTENSION, None, alias, prepare=False)
+    extension = db.run_one(statements.PGMQ_EXTENSION, None, alias, prepare=False)
     if extension is not None and extension.schema == schema:
         raise PgmqSchemaConflict(
             f"The pgmq extension is installed in this database, in schema {schema!r}: "
@@ -108,8 +109,13 @@ def _refuse_foreign(schema: str, alias: str) -> bool:
 
 
 def _saved_throttles(schema: str, alias: str) -> list[tuple[str, int]]:
-    statement = sql.SAVED_THROTTLES.format(schema=Identifier(schema))
+    statement = statements.SAVED_THROTTLES.format(schema=Identifier(schema))
     return [(r.queue_name, r.throttle_interval_ms) for r in db.run_all(statement, None, alias)]
+
+
+def _drop(schema: str, alias: str) -> None:
+    """Drop the interface's schema (the caller has checked that it is ours)."""
+    db.run_rowcount(statements.DROP_SCHEMA.format(schema=Identifier(schema)), None, alias)
 
 
 def install(using: str | None = None, *, throttles: list[tuple[str, int]] | None = None) -> str:
@@ -126,14 +132,14 @@ def install(using: str | None = None, *, throttles: list[tuple[str, int]] | None
         saved = list(throttles or [])
         if _refuse_foreign(schema, alias):
             saved += _saved_throttles(schema, alias)
-            db.run_rowcount(sql.DROP_SCHEMA.format(schema=Identifier(schema)), None, alias)
+            _drop(schema, alias)
         if not tables_ready(alias):
             raise PgmqSchemaConflict(
                 "pgq_django's tables are not migrated yet (the PGMQ SQL interface needs "
                 "migration 0013): run migrate.",
                 schema=schema,
             )
-        tables = db.run_one(sql.TABLES_SCHEMA, None, alias, prepare=False)
+        tables = db.run_one(statements.TABLES_SCHEMA, None, alias, prepare=False)
         if tables is None or not _PLAIN_NAME.fullmatch(tables.name):
             raise PgmqSchemaConflict(
                 "pgq_django's tables are not in a schema with a plain lower-case name: the "
@@ -144,9 +150,9 @@ def install(using: str | None = None, *, throttles: list[tuple[str, int]] | None
         for name in sql.SCRIPTS:
             text = script(name, schema=schema, tables=tables.name, channel=channel)
             db.execute(text, None, alias, prepare=False, binary=False)
-        restore = sql.RESTORE_THROTTLE.format(schema=Identifier(schema))
+        restore = statements.RESTORE_THROTTLE.format(schema=Identifier(schema))
         for queue, ms in dict(saved).items():
-            if db.run_one(sql.QUEUE_EXISTS, {"queue": queue}, alias, prepare=False):
+            if db.run_one(statements.QUEUE_EXISTS, {"queue": queue}, alias, prepare=False):
                 db.run_one(restore, {"queue": queue, "ms": ms}, alias)
     logger.info("event=pgmq_schema_installed schema=%s", schema)
     return schema
@@ -164,7 +170,7 @@ def uninstall(using: str | None = None, schema: str | None = None) -> list[tuple
         if not _own_schema(name, alias):
             return []
         saved = _saved_throttles(name, alias)
-        db.run_rowcount(sql.DROP_SCHEMA.format(schema=Identifier(name)), None, alias)
+        _drop(name, alias)
     logger.info("event=pgmq_schema_removed schema=%s", name)
     return saved
 
@@ -189,7 +195,7 @@ def on_pre_migrate(using: str, plan: Any = None, **kwargs: Any) -> None:
 
 def tables_ready(using: str | None = None) -> bool:
     """Whether pgq_django's tables are migrated far enough to carry the interface."""
-    row = db.run_one(sql.TABLES_READY, None, using or settings.DATABASE, prepare=False)
+    row = db.run_one(statements.TABLES_READY, None, using or settings.DATABASE, prepare=False)
     return bool(row and row.ready)
 
 

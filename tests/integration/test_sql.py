@@ -32,8 +32,11 @@ SQL_DIR = catalogue.SQL_DIR
 #   up into Message.objects);
 # - notify.py: the LISTEN hub, whose commands run on the session it holds for as long as it
 #   listens (a LISTEN is heard only while its session lasts), through the runner's
-#   run_dedicated, and the wake-up of one queue, a store duty below the models as wakeups.py.
+#   run_dedicated, and the wake-up of one queue, a store duty below the models as wakeups.py;
+# - pgmq/install.py: the PGMQ SQL interface's installer, run by migrate's signals, which
+#   checks, drops and (re)creates a schema rather than rows of a model.
 OTHER_RUNNERS = {
+    "pgmq/install.py",
     "partitions.py",
     "worker/leader.py",
     "store/server_functions.py",
@@ -136,9 +139,9 @@ def test_shared_fragments_are_written_once(text: str) -> None:
     assert homes == {"fragments.py": 1}
 
 
-# Modules that may hold SQL text outside store/sql/: a surface's own sql/ package (the PGMQ
-# SQL interface's statements and schema files run through the store's runner too).
-SQL_TEXT_ALLOWED: set[str] = {"pgmq/sql/__init__.py"}
+# Modules that may hold SQL text outside store/sql/: none (the PGMQ SQL interface's schema
+# is .sql files, not Python).
+SQL_TEXT_ALLOWED: set[str] = set()
 _SQL_TEXT = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+INTO|DELETE\s+FROM|UPDATE\s+pgq_\w+\s+SET)\b")
 
 

@@ -60,6 +60,7 @@ MODULES = (
     "spark",
     "server_functions",
     "workflows",
+    "pgmq_interface",
 )
 
 Statement = str | Composable | dict[bool, str]
