@@ -25,6 +25,7 @@ Run: ``python -m bench.pgmq_sql`` (``--quick`` for a smoke run, ``--rounds N``,
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -152,13 +153,17 @@ def case_wake_up(side: Side, n: int) -> float:
     from psycopg_pool import ConnectionPool
 
     latencies = []
+    phases = random.Random(n)  # the same sequence of send times for both sides
     with ConnectionPool(side.dsn, min_size=1, max_size=1, open=True) as pool:
         sender = PGMQueue(pool=pool, init_extension=False)
-        for _ in range(max(3, n // 50)):
+        for _ in range(max(5, n // 15)):
             returned: list[float] = []
             waiter = threading.Thread(target=_wait, args=(side, returned))
             waiter.start()
-            time.sleep(0.05)  # let the poll start: part of the set-up, not of the latency
+            # Let the poll start (set-up, not latency), then send at a random point of its
+            # 10 ms cycle: a fixed pause would meet each side's loop at a fixed phase, and
+            # the median would measure where that phase fell rather than the wake-up.
+            time.sleep(0.05 + phases.uniform(0, 0.01))
             sent_at = common.clock()
             sender.send(QUEUE, BODY)
             waiter.join()
