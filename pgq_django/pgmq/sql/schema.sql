@@ -129,13 +129,14 @@ BEGIN
             retry_delay, cancel_requested)
         SELECT CASE WHEN q.durable THEN nextval('@pgq@.pgq_message_msg_id_seq')
                     ELSE nextval('@pgq@.pgq_message_transient_id_seq') END,
-               q.id, b.body, coalesce(h.header, '{}'::jsonb), '{}'::jsonb, NULL, 0, 0,
+               q.id, b.body, coalesce(b.header, '{}'::jsonb), '{}'::jsonb, NULL, 0, 0,
                clock_timestamp(), coalesce(visible_at, clock_timestamp()),
                clock_timestamp() + make_interval(secs => nullif(q.retention, @forever@)),
-               CASE WHEN jsonb_typeof(h.header) = 'object' THEN h.header->>'x-pgmq-group' END,
+               CASE WHEN jsonb_typeof(b.header) = 'object' THEN b.header->>'x-pgmq-group' END,
                NULL, NULL, NULL, false
-        FROM unnest(msgs) WITH ORDINALITY AS b(body, n)
-        LEFT JOIN unnest(headers) WITH ORDINALITY AS h(header, n) ON h.n = b.n
+        -- Pairs each body with its headers (NULL when there are none: every caller has
+        -- checked that a headers array is as long as msgs).
+        FROM unnest(msgs, headers) WITH ORDINALITY AS b(body, header, n)
         ORDER BY b.n
         RETURNING msg_id
     ), counted AS (
