@@ -10,8 +10,10 @@ modules are executed so their ``@pgq.handler`` registrations are checked (and un
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -232,3 +234,138 @@ def test_docs_build_strict_and_reference_every_public_function(tmp_path: Path) -
     assert missing == []
     # Sphinx roles of the docstrings are turned into plain code by docs/hooks.py.
     assert ":func:" not in html and ":class:" not in html
+
+
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
+# An inline code span; it cannot cross a blank line (a paragraph's end).
+_INLINE = re.compile(r"(`+)((?:(?!\n\s*\n).)+?)\1", re.DOTALL)
+_INSTALL = re.compile(r"\b(?:pip3?\s+install|uv\s+add|poetry\s+add)\s+(.*)")
+_PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_DOC_PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
+
+
+def _code_in_order(path: Path) -> list[tuple[str, str]]:
+    """(code, the prose right after it) for each command a reader could copy, in page order:
+    every line of a fenced block (a line ending in ``\\`` joined with the next) and every
+    inline code span (its line breaks folded to spaces; the prose after it is kept so a
+    sentence that quotes a command as what fails can be told from one that recommends it).
+    """
+    found: list[tuple[str, str]] = []
+    prose: list[str] = []
+
+    def flush() -> None:
+        text = "\n".join(prose)
+        found.extend((" ".join(m[2].split()), text[m.end() :]) for m in _INLINE.finditer(text))
+        prose.clear()
+
+    in_fence, pending = False, ""
+    for line in path.read_text().splitlines():
+        if _FENCE.match(line):
+            if not in_fence:
+                flush()
+            in_fence = not in_fence
+        elif not in_fence:
+            prose.append(line)
+        elif line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+        else:
+            found.append((pending + line.strip(), ""))
+            pending = ""
+    flush()
+    return found
+
+
+def _installs_by_bare_name(path: Path) -> list[str]:
+    """Install commands of ``path`` that name pgq-django as a package an index would serve.
+
+    A checkout path (``-e /path/to/pgq_django[extra]``) or a direct reference
+    (``"pgq-django[extra] @ git+<URL>"``) is what works while the package is unpublished.
+    The troubleshooting entry that quotes the bare command as the one that "finds nothing"
+    is the one place allowed to show it.
+    """
+    bare = []
+    for code, after in _code_in_order(path):
+        quoted_as_failing = path.name == "troubleshooting.md" and after.startswith(" finds nothing")
+        for found in _INSTALL.finditer(code):
+            arguments = found[1].split(" #")[0]  # a shell comment names no package
+            try:
+                words = shlex.split(arguments)
+            except ValueError:  # an unbalanced quote in prose: judge the words as written
+                words = arguments.split()
+            for word in words:
+                name = _PACKAGE_NAME.match(word)
+                if (
+                    word.startswith(("-", "/", ".", "~"))
+                    or "/" in word.split("@")[0]
+                    or re.search(r"@\s*git\+", word)
+                    or name is None
+                ):
+                    continue
+                named = re.sub(r"[-_.]+", "-", name[0].lower())
+                if named == "pgq-django" and not quoted_as_failing:
+                    bare.append(f"{path.relative_to(ROOT)}: {code}")
+    return bare
+
+
+def test_no_page_installs_the_unpublished_package_by_its_bare_name() -> None:
+    """pgq-django is not on PyPI: a page telling readers to ``pip install pgq-django`` (with
+    or without extras) sends them to a command that finds nothing, or to whatever someone
+    else publishes under that name. Every install names a checkout or a git URL."""
+    bare = [line for page in _DOC_PAGES for line in _installs_by_bare_name(page)]
+    assert bare == []
+    # The check sees the pages' install lines at all, and the quoted failing command.
+    installs = [c for p in _DOC_PAGES for c, _a in _code_in_order(p) if _INSTALL.search(c)]
+    assert any("/path/to/pgq_django[embedded]" in c for c in installs), installs
+    troubleshooting = _code_in_order(ROOT / "docs" / "troubleshooting.md")
+    assert ("pip install pgq-django", " finds nothing") in [
+        (code, after[: len(" finds nothing")]) for code, after in troubleshooting
+    ]
+
+
+def _aws_sqs_without_region(path: Path) -> tuple[list[str], int]:
+    """(the ``aws … sqs`` commands of ``path`` that name no region, how many it has).
+
+    A command names one with ``--region``, with ``AWS_DEFAULT_REGION=… aws …``, or after an
+    earlier command of the page set ``AWS_DEFAULT_REGION`` (``export AWS_DEFAULT_REGION=…``).
+    """
+    missing, examples, region_set = [], 0, False
+    for code, _after in _code_in_order(path):
+        for segment in re.split(r"&&|\|\||;|\|", code):
+            words = segment.split()
+            words = words[1:] if words[:1] == ["$"] else words
+            words = words[1:] if words[:1] in (["export"], ["set"]) else words
+            assigned = list(itertools.takewhile(lambda w: "=" in w and w[0] != "-", words))
+            names_region = any(w.startswith("AWS_DEFAULT_REGION=") for w in assigned)
+            command = words[len(assigned) :]
+            if names_region and not command:
+                region_set = True
+            if command[:1] != ["aws"] or "sqs" not in command:
+                continue
+            examples += 1
+            flagged = any(w == "--region" or w.startswith("--region=") for w in command)
+            if not (flagged or names_region or region_set):
+                missing.append(f"{path.relative_to(ROOT)}: {code}")
+    return missing, examples
+
+
+def test_every_aws_cli_example_names_a_region() -> None:
+    """The AWS CLI signs every request for a region and refuses to run without one: an
+    ``aws sqs`` example that names none fails for a reader with no AWS configuration."""
+    results = [_aws_sqs_without_region(page) for page in _DOC_PAGES]
+    assert [line for missing, _n in results for line in missing] == []
+    assert sum(n for _m, n in results) >= 1  # docs/sqs.md's example is seen
+
+
+def test_the_home_page_presents_every_surface_as_built_and_links_each() -> None:
+    """docs/index.md is where a new user decides what the project can do: it must not call
+    the HTTP API, the SQS endpoint or the Spark pipeline unbuilt, and its next-steps table
+    must lead to the pages of the REST API, SQS, Spark and the admin."""
+    text = (ROOT / "docs" / "index.md").read_text()
+    sentences = re.split(r"(?<=[.!?])\s+", " ".join(text.split()))
+    unbuilt = re.compile(r"\bnot\s+(?:yet\s+)?(?:built|available|implemented)\b|\bnot\s+yet\b")
+    surfaces = re.compile(r"\b(?:HTTP|REST|SQS|Spark)\b")
+    assert [s for s in sentences if surfaces.search(s) and unbuilt.search(s.lower())] == []
+    section = text.split("## Where to go next", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    linked = {target for row in rows for target in re.findall(r"\]\(([^)#\s]+)", row)}
+    assert {"rest.md", "sqs.md", "spark.md", "admin.md"} <= linked, sorted(linked)
