@@ -55,22 +55,6 @@ def test_migrate_made_a_function_for_every_wrapped_statement(db: Any) -> None:
         assert made[name][1] > 0  # it returns the statement's columns
 
 
-def test_every_function_plans_its_statement_once_per_session(db: Any) -> None:
-    """Left to choose, PL/pgSQL re-plans a statement over pgq_message's partitions on every
-    call, which is the work the functions exist to save: each one fixes the generic plan."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT proname, coalesce(proconfig, '{}') FROM pg_proc WHERE proname LIKE 'pgq_fn_%%'"
-        )
-        settings = dict(cursor.fetchall())
-    assert settings
-    assert {
-        name
-        for name, config in settings.items()
-        if "plan_cache_mode=force_generic_plan" not in config
-    } == set()
-
-
 def test_without_prepared_statements_send_read_ack_run_the_functions(queue: Any) -> None:
     with override_settings(PGQ=UNPREPARED), CaptureQueriesContext(connection) as queries:
         msg_id = pgq.send(queue, {"n": 1}, headers={"h": "v"})

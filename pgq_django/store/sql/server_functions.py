@@ -64,14 +64,10 @@ SELECT ARRAY(SELECT format_type(t.oid, NULL)
 # -- create_wrapped_function -- A function whose body returns the rows of one statement
 # (its placeholders become $1, $2, ...), with the statement's own parameter and column
 # types. ``use_column``: a column the statement names wins over the output parameter of
-# the same name. Its statement is planned once per server session
-# (``force_generic_plan``): left to choose, PL/pgSQL re-plans it on every call, since a plan
-# for one queue's values looks no cheaper than the generic one, and that planning is what
-# the function is there to save (a prepared statement settles on the same generic plan).
-# Filled with identifiers and literals by pgq_django.store.server_functions.
+# the same name. Filled with identifiers and literals by pgq_django.store.server_functions.
 CREATE_WRAPPED_FUNCTION = SQL(
     "CREATE OR REPLACE FUNCTION {name}({args}) RETURNS TABLE ({columns}) "
-    "LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS {body}"
+    "LANGUAGE plpgsql VOLATILE AS {body}"
 )
 
 # -- wrapped_signatures -- The functions of one name, each with its signature (as DROP
