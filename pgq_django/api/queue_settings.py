@@ -158,7 +158,8 @@ QUEUE_SETTINGS: dict[str, QueueSetting] = {
         QueueSetting(
             "retention",
             "seconds",
-            "Seconds a message may wait before it is archived as expired.",
+            "Seconds a message may wait before it is archived as expired. The longest, 100 "
+            "years, means never: such messages carry no expiry (expires_in still sets one).",
             minimum=1,
             maximum=_SECONDS_MAX,
             default_setting="DEFAULT_RETENTION",
