@@ -161,12 +161,18 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def manage_on(database_url: str, *args: str, **extra_env: str) -> str:
-    """Run ``python -m django <args>`` on the database ``database_url`` names (not this
-    run's test database), with ``extra_env`` set; assert it succeeds and return its output."""
-    env = subprocess_env(DATABASE_URL=database_url, **extra_env)
-    env.pop("PGQ_USE_TEST_DB")
-    done = subprocess.run(
+def run_django(
+    *args: str, database_url: str | None = None, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
+    """``python -m django <args>`` with the test settings and ``extra_env``: on the database
+    ``database_url`` names when given (not this run's test database), else on the test
+    database. ``extra_env`` may replace the settings module and path too. The caller checks
+    the outcome."""
+    env = {**subprocess_env(), **extra_env}
+    if database_url is not None:
+        env["DATABASE_URL"] = database_url
+        env.pop("PGQ_USE_TEST_DB")
+    return subprocess.run(
         [sys.executable, "-m", "django", *args],
         cwd=ROOT,
         env=env,
@@ -174,6 +180,11 @@ def manage_on(database_url: str, *args: str, **extra_env: str) -> str:
         text=True,
         timeout=180,
     )
+
+
+def manage_on(database_url: str, *args: str, **extra_env: str) -> str:
+    """:func:`run_django` on ``database_url``'s database that must succeed; its output."""
+    done = run_django(*args, database_url=database_url, **extra_env)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 

@@ -17,26 +17,16 @@ import django
 import pytest
 
 import pgq_django as pgq
-from tests.conftest import ROOT, direct_dsn, subprocess_env, wait_until
+from tests.conftest import ROOT, direct_dsn, run_django, subprocess_env, wait_until
 
 
 def _manage(
     *args: str, database_url: str | None = None, **extra: str
 ) -> subprocess.CompletedProcess[str]:
     """``python -m django ARGS`` with the test settings: on ``database_url``'s database when
-    given, else on this run's test database."""
-    env = {**subprocess_env(), **extra}
-    if database_url is not None:
-        env["DATABASE_URL"] = direct_dsn(database_url)
-        env.pop("PGQ_USE_TEST_DB")
-    return subprocess.run(
-        [sys.executable, "-m", "django", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    given (past any pooler), else on this run's test database."""
+    direct = None if database_url is None else direct_dsn(database_url)
+    return run_django(*args, database_url=direct, **extra)
 
 
 def _tables(database_url: str) -> list[str]:
