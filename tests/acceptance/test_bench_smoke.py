@@ -100,6 +100,29 @@ def test_quick_settings_variants_print_each_ratio_and_leave_no_queues(
     assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_core_")]
 
 
+def test_quick_statement_variants_print_each_statement_and_leave_no_queue(
+    transactional_db: Any,
+) -> None:
+    """``bench.statement_variants``: every send and ack variant beside its general statement
+    (each ran and acted on its queue: a statement that did not send or delete fails the run)."""
+    import pgq_django as pgq
+    from bench.statement_variants import CASES
+
+    out = run_quick_bench("bench.statement_variants")
+    for case in CASES:
+        general, *lean = case.statements
+        row = rf"^\| {re.escape(case.name)} +\| {general} +\| ({NUMBER}) +\| - +\| - +\|"
+        assert re.search(row, out, re.M), f"no row for {case.name} {general} in:\n{out}"
+        for name in lean:
+            row = (
+                rf"^\| {re.escape(case.name)} +\| {name} +\| ({NUMBER}) +\|"
+                rf" ([+-]{NUMBER})% +\| ([+-]{NUMBER})% +\|"
+            )
+            assert re.search(row, out, re.M), f"no row for {case.name} {name} in:\n{out}"
+    assert "results: " in out
+    assert not [q.name for q in pgq.list_queues() if q.name.startswith("bench_statement")]
+
+
 REST_CASES = ("send (p50 per call)", "send (p50, http.client)", "send batch 100", "consume+ack 100")
 
 
