@@ -286,9 +286,17 @@ LEFT JOIN pgq_message m ON m.queue_id = q.id AND m.msg_id = %(msg_id)s
 # statement (an id with its read_ct, an id without), where looking each row's receipt up
 # with array_position cost a comparison per listed id per row (quadratic in the batch), and
 # joining ``unnest(ids, cts)`` a partition probe per id.
+#
+# The ids reach the partition key through a sub-select, ``(SELECT %(ids)b)``, here and in
+# every statement below that picks messages by id. A bare parameter lets PostgreSQL prune
+# partitions while planning, which makes each call's own ("custom") plan look cheaper than
+# the one plan it could keep once the table has a few ranges (the premade ones count), so it
+# plans the statement again on every call. Through the sub-select both plans cover every
+# range, the kept plan wins after the first few calls, and ranges without those ids are
+# still skipped as it runs (docs/design.md, "Plans kept across calls").
 _RECEIPTS = "unnest(%(ids)b::bigint[], %(cts)b::int[]) AS r(id, ct)"
 _FENCED_IDS = f"""
-    m.msg_id = ANY(%(ids)b::bigint[])
+    m.msg_id = ANY((SELECT %(ids)b::bigint[])::bigint[])
     AND ((m.msg_id, m.read_ct) IN (SELECT r.id, r.ct FROM {_RECEIPTS} WHERE r.ct IS NOT NULL)
          OR m.msg_id IN (SELECT r.id FROM {_RECEIPTS} WHERE r.ct IS NULL))
     AND m.queue_id = (SELECT id FROM q)
@@ -302,7 +310,7 @@ SELECT (SELECT id FROM q) AS found_queue_id, ARRAY(SELECT msg_id FROM d ORDER BY
 # One message, as most acks are: the same fence with scalar parameters, so neither the
 # client nor the server builds arrays and hashed sub-plans for a single id.
 # The receipt fence of one message alone (ACK_ONE joins its queue instead of the q CTE).
-_RECEIPT_OF_ONE = """m.msg_id = %(msg_id)s::bigint
+_RECEIPT_OF_ONE = """m.msg_id = (SELECT %(msg_id)s::bigint)
     AND (%(ct)s::int IS NULL OR m.read_ct = %(ct)s::int)"""
 _FENCED_ID = f"""
     {_RECEIPT_OF_ONE}
@@ -384,7 +392,7 @@ SET_VT = f"""
 WITH q AS (SELECT id FROM pgq_queue WHERE name = %(queue)s),
 u AS (
     UPDATE pgq_message m SET vt = clock_timestamp() + make_interval(secs => %(vt)s)
-    WHERE m.queue_id = (SELECT id FROM q) AND m.msg_id = %(msg_id)s
+    WHERE m.queue_id = (SELECT id FROM q) AND m.msg_id = (SELECT %(msg_id)s::bigint)
       AND (%(ct)s::int IS NULL OR m.read_ct = %(ct)s::int)
     RETURNING {M_COLS}
 )
@@ -431,7 +439,7 @@ WITH q AS (
     SELECT m.msg_id, m.read_ct, m.retry_delay,
            m.read_ct > coalesce(m.max_retries, q.max_retries) AS spent
     FROM pgq_message m, q
-    WHERE m.queue_id = q.id AND m.msg_id = %(msg_id)s
+    WHERE m.queue_id = q.id AND m.msg_id = (SELECT %(msg_id)s::bigint)
       AND (%(ct)s::int IS NULL OR m.read_ct = %(ct)s::int)
     FOR UPDATE OF m
 ), retried AS (
