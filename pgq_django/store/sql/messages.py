@@ -292,8 +292,9 @@ LEFT JOIN pgq_message m ON m.queue_id = q.id AND m.msg_id = %(msg_id)s
 # partitions while planning, which makes each call's own ("custom") plan look cheaper than
 # the one plan it could keep once the table has a few ranges (the premade ones count), so it
 # plans the statement again on every call. Through the sub-select both plans cover every
-# range, the kept plan wins after the first few calls, and ranges without those ids are
-# still skipped as it runs (docs/design.md, "Plans kept across calls").
+# range and the kept plan wins after the first few calls. For one id, the ranges without it
+# are still skipped as the plan runs; an array of ids prunes nothing, so each live range's
+# primary key is probed (docs/design.md, "Plans kept across calls").
 _RECEIPTS = "unnest(%(ids)b::bigint[], %(cts)b::int[]) AS r(id, ct)"
 _FENCED_IDS = f"""
     m.msg_id = ANY((SELECT %(ids)b::bigint[])::bigint[])
