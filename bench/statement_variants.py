@@ -33,7 +33,6 @@ Run: ``python -m bench.statement_variants`` (``--quick`` for a smoke run).
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from pgq_django.store.sql.params import (
 )
 
 from . import common
+from .core import ratio
 
 BODY = {"event": "order.created", "order_id": 12345, "note": "x" * 64}
 QUEUE = "bench_statement_variants"
@@ -104,7 +104,7 @@ def _send_params(name: str) -> dict[str, Any]:
 
 def _ack_params(name: str, receipt: tuple[int, int]) -> dict[str, Any]:
     """What the manager passes the named delete statement for one receipt."""
-    if name == "DELETE" or name == "DELETE_UNCOUNTED":
+    if name in ("DELETE", "DELETE_UNCOUNTED"):
         return delete_params(QUEUE, [receipt], result=None)
     return delete_one_params(QUEUE, receipt, result=None)
 
@@ -140,11 +140,6 @@ def _block(conn: psycopg.Connection[Any], case: Case, name: str, n: int) -> Call
     return timed
 
 
-def _saving(slower: list[float], faster: list[float]) -> float:
-    """The median of per-round ratios, minus one: what ``faster`` saves over ``slower``."""
-    return statistics.median(s / f - 1 for s, f in zip(slower, faster, strict=True))
-
-
 def _run_case(case: Case, n: int, rounds: int, no_flush: bool) -> list[list[Any]]:
     """A table row per statement: µs per operation (median of rounds), its saving over the
     general statement and over the one before it."""
@@ -164,18 +159,15 @@ def _run_case(case: Case, n: int, rounds: int, no_flush: bool) -> list[list[Any]
     finally:
         conn.close()
         pgq.drop_queue(QUEUE)
-    general = values[case.statements[0]]
-    rows: list[list[Any]] = [[case.name, case.statements[0], common.median(general), None, None]]
+    general = case.statements[0]
+    rows: list[list[Any]] = [[case.name, general, common.median(values[general]), None, None]]
     for before, name in zip(case.statements, case.statements[1:], strict=False):
-        mine = values[name]
+        # What ``name`` saves over the general statement and over the one before it: the
+        # median of per-round ratios, minus one.
+        over_general, over_before = ratio(values, general, name), ratio(values, before, name)
+        assert over_general is not None and over_before is not None
         rows.append(
-            [
-                case.name,
-                name,
-                common.median(mine),
-                _saving(general, mine),
-                _saving(values[before], mine),
-            ]
+            [case.name, name, common.median(values[name]), over_general - 1, over_before - 1]
         )
     return rows
 
