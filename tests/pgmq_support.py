@@ -54,6 +54,14 @@ def ours_dsn() -> str:
     return _conninfo(connection.settings_dict["NAME"])
 
 
+def ours_sql(text: str | sql.Composable, params: Any = None) -> list[tuple[Any, ...]]:
+    """Run one statement on the test database on a connection of its own (autocommit, as a
+    PGMQ client runs); its rows, or [] for a statement that returns none."""
+    with psycopg.connect(ours_dsn(), autocommit=True) as conn:
+        cur = conn.execute(text, params)
+        return cur.fetchall() if cur.description else []
+
+
 @pytest.fixture(scope="module")
 def reference_dsn(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
     """A database with real PGMQ 1.13.0 (the package's SQL), beside the test database."""

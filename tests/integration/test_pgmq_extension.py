@@ -30,7 +30,7 @@ from psycopg import sql
 from pgq_django.pgmq import install
 from pgq_django.pgmq.install import PgmqSchemaConflict
 from tests.conftest import _conninfo, run_django
-from tests.pgmq_support import ours_dsn, pgmq_settings, unique_queue
+from tests.pgmq_support import ours_sql, pgmq_settings, unique_queue
 
 # A version no PGMQ release has: the stand-in's script cannot overwrite (or be mistaken
 # for) a real one.
@@ -58,12 +58,6 @@ class Extension(NamedTuple):
 
     version: str | None
     pinned_schema: str | None
-
-
-def _sql(text: str | sql.Composable, params: Any = None) -> list[tuple[Any, ...]]:
-    with psycopg.connect(ours_dsn(), autocommit=True) as conn:
-        cur = conn.execute(text, params)
-        return cur.fetchall() if cur.description else []
 
 
 def _extension_dir(dsn: str) -> Path:
@@ -123,7 +117,7 @@ def pgmq_extension(django_db_setup: Any) -> Iterator[Extension]:
 
 
 def _schema_exists(name: str) -> bool:
-    return _sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [name]) == [(1,)]
+    return ours_sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [name]) == [(1,)]
 
 
 @contextmanager
@@ -137,18 +131,18 @@ def extension_in(extension: Extension, schema: str) -> Iterator[None]:
         )
     assert not _schema_exists(schema), f"schema {schema} is left over from an earlier test"
     version = sql.SQL(" VERSION {}").format(extension.version) if extension.version else sql.SQL("")
-    _sql(
+    ours_sql(
         sql.SQL("CREATE SCHEMA {s}; CREATE EXTENSION pgmq SCHEMA {s}{v}").format(
             s=sql.Identifier(schema), v=version
         )
     )
     try:
-        assert _sql(
+        assert ours_sql(
             "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pgmq'"
         ) == [(schema,)]
         yield
     finally:
-        _sql(
+        ours_sql(
             sql.SQL("DROP EXTENSION IF EXISTS pgmq; DROP SCHEMA IF EXISTS {} CASCADE").format(
                 sql.Identifier(schema)
             )
@@ -171,7 +165,7 @@ def catalog() -> dict[str, list[tuple[Any, ...]]]:
         "extensions": "SELECT extname::text, extnamespace::regnamespace::text, extversion"
         " FROM pg_extension",
     }
-    return {name: sorted(_sql(query)) for name, query in queries.items()}
+    return {name: sorted(ours_sql(query)) for name, query in queries.items()}
 
 
 def in_schema(snapshot: dict[str, list[tuple[Any, ...]]], schema: str) -> dict[str, Any]:
@@ -224,9 +218,9 @@ def test_the_pgmq_extension_in_another_schema_is_no_conflict(pgmq_extension: Ext
             with override_settings(PGQ=pgmq_settings(PGMQ_SCHEMA="pgmq_move")):
                 assert install.install() == "pgmq_move"
             name = unique_queue()
-            _sql("SELECT pgmq_move.create(%s)", [name])
-            [(sent,)] = _sql("SELECT * FROM pgmq_move.send(%s, '{\"n\": 1}'::jsonb)", [name])
-            read = _sql("SELECT msg_id, message FROM pgmq_move.read(%s, 30, 10)", [name])
+            ours_sql("SELECT pgmq_move.create(%s)", [name])
+            [(sent,)] = ours_sql("SELECT * FROM pgmq_move.send(%s, '{\"n\": 1}'::jsonb)", [name])
+            read = ours_sql("SELECT msg_id, message FROM pgmq_move.read(%s, 30, 10)", [name])
             assert read == [(sent, {"n": 1})]
             # The extension is where it was, with what it holds.
             assert in_schema(catalog(), "pgmq_ext") == in_schema(theirs, "pgmq_ext")

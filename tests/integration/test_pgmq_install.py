@@ -18,7 +18,7 @@ import pgq_django as pgq
 from pgq_django.pgmq import install
 from pgq_django.pgmq.install import PgmqSchemaConflict
 from tests.conftest import direct_dsn
-from tests.pgmq_support import client, ours_dsn, pgmq_settings, pgmq_sql, unique_queue
+from tests.pgmq_support import client, ours_dsn, ours_sql, pgmq_settings, pgmq_sql, unique_queue
 
 __all__ = ["pgmq_sql"]  # the fixture, imported for the tests below
 
@@ -39,18 +39,12 @@ def _relation_exists(name: str) -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def _sql(text: str, params: Any = None) -> list[tuple[Any, ...]]:
-    with psycopg.connect(ours_dsn(), autocommit=True) as conn:
-        cur = conn.execute(text, params)
-        return cur.fetchall() if cur.description else []
-
-
 @pytest.mark.django_db(transaction=True)
 def test_migrate_installs_the_schema_when_the_setting_names_it_and_removes_it_when_unset() -> None:
     with override_settings(PGQ=pgmq_settings()):
         call_command("migrate", verbosity=0)
         assert (_schema_comment() or "").startswith("pgq_django:")
-        assert _sql("SELECT count(*) FROM pgmq.list_queues()") == [(0,)]
+        assert ours_sql("SELECT count(*) FROM pgmq.list_queues()") == [(0,)]
         # A second migrate (an upgrade) installs it again, whole.
         call_command("migrate", verbosity=0)
         assert _relation_exists("pgmq.meta")
@@ -60,17 +54,19 @@ def test_migrate_installs_the_schema_when_the_setting_names_it_and_removes_it_wh
 
 @pytest.mark.django_db(transaction=True)
 def test_a_foreign_pgmq_schema_is_refused_and_left_as_it_was() -> None:
-    _sql("CREATE SCHEMA pgmq; CREATE TABLE pgmq.theirs (x int); INSERT INTO pgmq.theirs VALUES (1)")
+    ours_sql(
+        "CREATE SCHEMA pgmq; CREATE TABLE pgmq.theirs (x int); INSERT INTO pgmq.theirs VALUES (1)"
+    )
     try:
         with override_settings(PGQ=pgmq_settings()), pytest.raises(PgmqSchemaConflict) as err:
             install.install()
         assert "not made by pgq_django" in str(err.value)
         # Unsetting the setting does not remove someone else's schema either.
         call_command("migrate", verbosity=0)
-        assert _sql("SELECT x FROM pgmq.theirs") == [(1,)]
+        assert ours_sql("SELECT x FROM pgmq.theirs") == [(1,)]
         assert not _relation_exists("pgmq.meta")
     finally:
-        _sql("DROP SCHEMA pgmq CASCADE")
+        ours_sql("DROP SCHEMA pgmq CASCADE")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -83,13 +79,13 @@ def test_a_schema_name_that_is_not_a_plain_sql_name_is_refused() -> None:
 def test_views_follow_queues_made_and_dropped_through_either_api(pgmq_sql: str) -> None:
     ours, theirs = unique_queue("ours"), unique_queue("theirs")
     pgq.create_queue(ours)
-    _sql("SELECT pgmq.create(%s)", [theirs])
+    ours_sql("SELECT pgmq.create(%s)", [theirs])
     for name in (ours, theirs):
         assert _relation_exists(f"pgmq.q_{name}") and _relation_exists(f"pgmq.a_{name}")
-    names = {r[0] for r in _sql("SELECT queue_name FROM pgmq.meta")}
+    names = {r[0] for r in ours_sql("SELECT queue_name FROM pgmq.meta")}
     assert {ours, theirs} <= names
 
-    assert _sql("SELECT pgmq.drop_queue(%s)", [ours]) == [(True,)]
+    assert ours_sql("SELECT pgmq.drop_queue(%s)", [ours]) == [(True,)]
     assert pgq.drop_queue(theirs)
     for name in (ours, theirs):
         assert not _relation_exists(f"pgmq.q_{name}") and not _relation_exists(f"pgmq.a_{name}")
@@ -99,15 +95,15 @@ def test_views_follow_queues_made_and_dropped_through_either_api(pgmq_sql: str) 
 def test_update_of_vt_through_a_queue_view_moves_only_that_queues_messages(pgmq_sql: str) -> None:
     a, b = unique_queue("a"), unique_queue("b")
     for name in (a, b):
-        _sql("SELECT pgmq.create(%s)", [name])
-        _sql("SELECT pgmq.send(%s, '{\"n\": 1}')", [name])
-    _sql(f"UPDATE pgmq.q_{a} SET vt = now() + interval '1 hour'")
-    assert _sql("SELECT count(*) FROM pgmq.read(%s, 30, 10)", [a]) == [(0,)]
-    assert _sql("SELECT count(*) FROM pgmq.read(%s, 30, 10)", [b]) == [(1,)]
+        ours_sql("SELECT pgmq.create(%s)", [name])
+        ours_sql("SELECT pgmq.send(%s, '{\"n\": 1}')", [name])
+    ours_sql(f"UPDATE pgmq.q_{a} SET vt = now() + interval '1 hour'")
+    assert ours_sql("SELECT count(*) FROM pgmq.read(%s, 30, 10)", [a]) == [(0,)]
+    assert ours_sql("SELECT count(*) FROM pgmq.read(%s, 30, 10)", [b]) == [(1,)]
     # An insert through the view cannot say which queue: refused, nothing added.
     with pytest.raises(psycopg.errors.NotNullViolation):
-        _sql(f"INSERT INTO pgmq.q_{a} (vt, message) VALUES (now(), '{{}}')")
-    assert _sql(f"SELECT count(*) FROM pgmq.q_{a}") == [(1,)]
+        ours_sql(f"INSERT INTO pgmq.q_{a} (vt, message) VALUES (now(), '{{}}')")
+    assert ours_sql(f"SELECT count(*) FROM pgmq.q_{a}") == [(1,)]
 
 
 def test_a_pgq_send_is_read_by_pgmq_and_a_pgmq_send_by_pgq(pgmq_sql: str) -> None:
@@ -133,7 +129,7 @@ def test_a_pgq_send_is_read_by_pgmq_and_a_pgmq_send_by_pgq(pgmq_sql: str) -> Non
 
 def test_a_queue_made_through_pgmq_has_pgmqs_semantics_for_pgq_too(pgmq_sql: str) -> None:
     name = unique_queue()
-    _sql("SELECT pgmq.create(%s)", [name])
+    ours_sql("SELECT pgmq.create(%s)", [name])
     queue = pgq.list_queues()
     made = next(q for q in queue if q.name == name)
     assert made.dead_letter_queue is None
@@ -143,11 +139,14 @@ def test_a_queue_made_through_pgmq_has_pgmqs_semantics_for_pgq_too(pgmq_sql: str
     assert (made.retry_delay, made.backoff) == (30, "none")
     # Kept until taken: messages sent through either API carry no expiry at all.
     sent = [
-        _sql("SELECT * FROM pgmq.send(%s, '1'::jsonb)", [name])[0][0],
-        *(row[0] for row in _sql("SELECT * FROM pgmq.send_batch(%s, ARRAY['2'::jsonb])", [name])),
+        ours_sql("SELECT * FROM pgmq.send(%s, '1'::jsonb)", [name])[0][0],
+        *(
+            row[0]
+            for row in ours_sql("SELECT * FROM pgmq.send_batch(%s, ARRAY['2'::jsonb])", [name])
+        ),
         pgq.send(name, 3),
     ]
-    expiry = _sql("SELECT expires_at FROM pgq_message WHERE msg_id = ANY(%s)", [sent])
+    expiry = ours_sql("SELECT expires_at FROM pgq_message WHERE msg_id = ANY(%s)", [sent])
     assert expiry == [(None,)] * 3
 
 
@@ -163,7 +162,7 @@ def test_a_pgmq_send_wakes_pgq_waiters_on_pgqs_channel(pgmq_sql: str) -> None:
     waiter = threading.Thread(target=wait)
     waiter.start()
     try:
-        _sql("SELECT pgmq.send(%s, '{\"wake\": true}')", [name])
+        ours_sql("SELECT pgmq.send(%s, '{\"wake\": true}')", [name])
         waiter.join(timeout=10)
     finally:
         waiter.join()
@@ -173,15 +172,15 @@ def test_a_pgmq_send_wakes_pgq_waiters_on_pgqs_channel(pgmq_sql: str) -> None:
 def test_topic_bindings_made_through_pgmq_route_pgq_publish_too(pgmq_sql: str) -> None:
     errors, everything = unique_queue("errors"), unique_queue("all")
     for name in (errors, everything):
-        _sql("SELECT pgmq.create(%s)", [name])
-    _sql("SELECT pgmq.bind_topic('*.error', %s)", [errors])
-    _sql("SELECT pgmq.bind_topic('app.#', %s)", [everything])
+        ours_sql("SELECT pgmq.create(%s)", [name])
+    ours_sql("SELECT pgmq.bind_topic('*.error', %s)", [errors])
+    ours_sql("SELECT pgmq.bind_topic('app.#', %s)", [everything])
     ids = pgq.publish("pgmq_topics", {"e": 1}, routing_key="app.error")
     assert len(ids) == 2
     assert len(pgq.publish("pgmq_topics", {"e": 2}, routing_key="app.db.slow")) == 1
     assert pgq.publish("pgmq_topics", {"e": 3}, routing_key="db.slow") == []
-    assert _sql("SELECT count(*) FROM pgmq.read(%s, 30, 10)", [errors]) == [(1,)]
-    assert _sql("SELECT count(*) FROM pgmq.read(%s, 30, 10)", [everything]) == [(2,)]
+    assert ours_sql("SELECT count(*) FROM pgmq.read(%s, 30, 10)", [errors]) == [(1,)]
+    assert ours_sql("SELECT count(*) FROM pgmq.read(%s, 30, 10)", [everything]) == [(2,)]
 
 
 def test_insert_notifications_fire_for_pgq_sends_and_leave_no_trigger_when_off(
@@ -189,16 +188,16 @@ def test_insert_notifications_fire_for_pgq_sends_and_leave_no_trigger_when_off(
 ) -> None:
     name = unique_queue()
     pgq.create_queue(name)
-    _sql("SELECT pgmq.enable_notify_insert(%s, 0)", [name])
+    ours_sql("SELECT pgmq.enable_notify_insert(%s, 0)", [name])
     # A listener connects past any pooler, as docs/howto/pgbouncer.md says LISTEN must.
     with psycopg.connect(direct_dsn(pgmq_sql), autocommit=True) as listener:
         listener.execute(f'LISTEN "pgmq.q_{name}.INSERT"')
         pgq.send(name, {"n": 1})
         heard = [n.channel for n in listener.notifies(timeout=10, stop_after=1)]
     assert heard == [f"pgmq.q_{name}.INSERT"]
-    _sql("SELECT pgmq.disable_notify_insert(%s)", [name])
+    ours_sql("SELECT pgmq.disable_notify_insert(%s)", [name])
     trigger = "SELECT count(*) FROM pg_trigger WHERE tgname = 'pgq_pgmq_notify_insert'"
-    assert _sql(trigger) == [(0,)]
+    assert ours_sql(trigger) == [(0,)]
 
 
 def test_a_bounded_queue_refuses_a_pgmq_send_when_full_and_keeps_what_it_had(
@@ -207,17 +206,17 @@ def test_a_bounded_queue_refuses_a_pgmq_send_when_full_and_keeps_what_it_had(
     name = unique_queue()
     pgq.create_queue(name)
     pgq.alter_queue(name, max_length=2)
-    _sql("SELECT pgmq.send_batch(%s, ARRAY['{}', '{}']::jsonb[])", [name])
+    ours_sql("SELECT pgmq.send_batch(%s, ARRAY['{}', '{}']::jsonb[])", [name])
     with pytest.raises(psycopg.errors.ProgramLimitExceeded, match="is full"):
-        _sql("SELECT pgmq.send(%s, '{\"over\": true}')", [name])
-    assert _sql(f"SELECT count(*) FROM pgmq.q_{name}") == [(2,)]
+        ours_sql("SELECT pgmq.send(%s, '{\"over\": true}')", [name])
+    assert ours_sql(f"SELECT count(*) FROM pgmq.q_{name}") == [(2,)]
 
 
 def test_the_pgmq_schema_is_readable_by_pg_monitor(pgmq_sql: str) -> None:
     name = unique_queue()
-    _sql("SELECT pgmq.create(%s)", [name])
+    ours_sql("SELECT pgmq.create(%s)", [name])
     for relation in ("pgmq.meta", f"pgmq.q_{name}", f"pgmq.a_{name}"):
-        assert _sql("SELECT has_table_privilege('pg_monitor', %s, 'SELECT')", [relation]) == [
+        assert ours_sql("SELECT has_table_privilege('pg_monitor', %s, 'SELECT')", [relation]) == [
             (True,)
         ]
 
@@ -237,7 +236,7 @@ def test_queues_move_over_from_real_pgmq_as_the_docs_say() -> None:
             install.install()
         with override_settings(PGQ=pgmq_settings(PGMQ_SCHEMA="pgmq_move")):
             call_command("migrate", verbosity=0)
-            _sql(
+            ours_sql(
                 """
                 BEGIN;
                 SELECT pgmq_move.create(queue_name) FROM pgmq.meta;
@@ -259,7 +258,7 @@ def test_queues_move_over_from_real_pgmq_as_the_docs_say() -> None:
                 COMMIT;
                 """
             )
-            _sql("DROP SCHEMA pgmq CASCADE; DROP SCHEMA pgmq_move CASCADE")
+            ours_sql("DROP SCHEMA pgmq CASCADE; DROP SCHEMA pgmq_move CASCADE")
         with override_settings(PGQ=pgmq_settings()):
             call_command("migrate", verbosity=0)
             with client(ours_dsn()) as new:
@@ -268,21 +267,21 @@ def test_queues_move_over_from_real_pgmq_as_the_docs_say() -> None:
                     (kept[1], {"n": 2}),
                     (kept[2], {"n": 3}),
                 ]
-                assert _sql("SELECT msg_id FROM pgmq.a_orders") == [(kept[0],)]
+                assert ours_sql("SELECT msg_id FROM pgmq.a_orders") == [(kept[0],)]
                 assert new.send("orders", {"n": 4}) > kept[2]
     finally:
-        _sql("DROP SCHEMA IF EXISTS pgmq CASCADE; DROP SCHEMA IF EXISTS pgmq_move CASCADE")
+        ours_sql("DROP SCHEMA IF EXISTS pgmq CASCADE; DROP SCHEMA IF EXISTS pgmq_move CASCADE")
 
 
 def test_pgmq_delete_on_a_queue_that_archives_on_ack_archives_as_acked(pgmq_sql: str) -> None:
     name = unique_queue()
     pgq.create_queue(name, archive_on_ack=True)
     sent = pgq.send(name, {"keep": True})
-    [(leased,)] = _sql("SELECT msg_id FROM pgmq.read(%s, 30, 1)", [name])
+    [(leased,)] = ours_sql("SELECT msg_id FROM pgmq.read(%s, 30, 1)", [name])
     assert leased == sent
-    assert _sql("SELECT pgmq.delete(%s, %s::bigint)", [name, sent]) == [(True,)]
-    assert _sql("SELECT pgmq.delete(%s, %s::bigint)", [name, sent]) == [(False,)]
-    assert _sql(
+    assert ours_sql("SELECT pgmq.delete(%s, %s::bigint)", [name, sent]) == [(True,)]
+    assert ours_sql("SELECT pgmq.delete(%s, %s::bigint)", [name, sent]) == [(False,)]
+    assert ours_sql(
         "SELECT outcome, last_read_at IS NOT NULL FROM pgq_archived_message WHERE msg_id = %s",
         [sent],
     ) == [("acked", True)]
