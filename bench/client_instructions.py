@@ -37,6 +37,7 @@ BODY = {"event": "order.created", "order_id": 12345, "items": ["a", "b", "c"], "
 #: (label, PGQ["FAST_PATHS"]) of each variant measured.
 VARIANTS: tuple[tuple[str, Any], ...] = (
     ("defaults", True),
+    ("without libpq_statement", "all-but:libpq_statement"),
     ("without unwrapped_cursor", "all-but:unwrapped_cursor"),
     ("FAST_PATHS off", False),
 )

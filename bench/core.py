@@ -329,7 +329,7 @@ UNLOGGED_CONTENDERS: dict[str, type[Contender]] = {
 }
 # --variants: pgq_django with settings that trade speed away, against its defaults and PGMQ.
 # The worker's shortcut (transaction_state) is measured by bench.workers, not here.
-_CORE_SHORTCUTS = ("thread_connection", "unwrapped_cursor", "bare_instances")
+_CORE_SHORTCUTS = ("thread_connection", "unwrapped_cursor", "bare_instances", "libpq_statement")
 VARIANT_CONTENDERS: dict[str, type[Contender]] = {
     "pgq": Pgq,
     "pgq_public": PgqPublicPaths,

@@ -18,8 +18,11 @@ elsewhere in the package calls the functions below and never names an internal i
 
 from __future__ import annotations
 
+import re
+import select
 import threading
 from asyncio import _get_running_loop
+from collections import namedtuple
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
@@ -27,6 +30,7 @@ from asgiref.sync import iscoroutinefunction
 from django.db import connections
 from django.db.models import Model
 from django.db.models.signals import post_init, pre_init
+from psycopg import pq
 
 from .conf import settings
 
@@ -45,6 +49,7 @@ SHORTCUTS = (
     "transaction_state",
     "asgi_one_hop",
     "present_fields",
+    "libpq_statement",
 )
 
 
@@ -107,6 +112,210 @@ def refuse_in_broken_transaction(db: Any) -> None:
     rollback, as Django's cursor wrapper does before every statement."""
     if db.needs_rollback:
         db.validate_no_broken_transaction()
+
+
+# -- a statement of its own transaction, through libpq -----------------------------------------
+
+#: What :func:`run_through_libpq` answers when it did not run the statement: the caller runs
+#: it the usual way (a failed try changed nothing: see there).
+NOT_RUN: Any = object()
+
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%|%")
+_IDLE = pq.TransactionStatus.IDLE
+_ACTIVE = pq.TransactionStatus.ACTIVE
+_READABLE = select.POLLIN
+_WRITABLE = select.POLLOUT
+_PIPELINE_OFF = pq.PipelineStatus.OFF
+_TUPLES_OK = pq.ExecStatus.TUPLES_OK
+_COMMAND_OK = pq.ExecStatus.COMMAND_OK
+_BINARY = pq.Format.BINARY
+# SQLSTATE invalid_sql_statement_name: the session lost the prepared statement (DISCARD ALL).
+_NO_SUCH_STATEMENT = b"26000"
+_SQLSTATE = pq.DiagnosticField.SQLSTATE
+
+
+class _LibpqStatement(NamedTuple):
+    name: bytes  # the prepared statement's name in each session
+    text: bytes  # the statement with libpq's $n placeholders
+    order: tuple[str, ...]  # the parameter of each $n
+
+
+# Statement text -> its libpq form, or None when it has a placeholder of another kind.
+_LIBPQ_STATEMENTS: dict[str, _LibpqStatement | None] = {}
+
+
+def _libpq_statement(statement: str) -> _LibpqStatement | None:
+    found = _LIBPQ_STATEMENTS.get(statement, NOT_RUN)
+    if found is not NOT_RUN:
+        return found  # type: ignore[no-any-return]
+    order: list[str] = []
+    unsupported = False
+
+    def number(match: re.Match[str]) -> str:
+        nonlocal unsupported
+        if match.group(0) == "%%":
+            return "%"
+        if match.group(1) is None:  # %s, %b, %(name)b: left to psycopg
+            unsupported = True
+            return ""
+        if match.group(1) not in order:
+            order.append(match.group(1))
+        return f"${order.index(match.group(1)) + 1}"
+
+    text = _PLACEHOLDER.sub(number, statement)
+    made = None
+    if not unsupported:
+        name = f"_pgq_libpq_{len(_LIBPQ_STATEMENTS)}".encode()
+        made = _LibpqStatement(name, text.encode(), tuple(order))
+    _LIBPQ_STATEMENTS[statement] = made
+    return made
+
+
+def _text_value(value: Any) -> Any:
+    """``value`` as a text-format parameter, or NOT_RUN for a type left to psycopg."""
+    kind = type(value)
+    if kind is str:
+        return value.encode()
+    if kind is bool:
+        return b"t" if value else b"f"
+    if kind is int:
+        return str(value).encode()
+    if value is None:
+        return None
+    return NOT_RUN
+
+
+def run_through_libpq(raw: Any, statement: str, params: dict[str, Any]) -> Any:
+    """Run ``statement`` in a transaction of its own through psycopg's libpq wrapper
+    (``psycopg.pq``, public); its first row as a named tuple, None when it returned none, or
+    :data:`NOT_RUN`.
+
+    psycopg's cursor does per call, in Python, what a fixed statement needs once: look its
+    adaptation up, convert the query, consult its prepared-statement cache. For the usual
+    send that was most of the client's work (docs/design.md, "Fast paths"). Here the
+    statement is prepared once per session under a name of its own, and each call binds its
+    parameters as text, executes, and decodes the row with the connection's own binary
+    loaders. It waits for the server as psycopg does (see :func:`_execute`).
+
+    Taken only where psycopg would add nothing: the connection in autocommit, idle, not in
+    pipeline mode, and every parameter a str, int, bool or None (the server infers their
+    types from the statement, which must say them). Anything else, or any error, answers
+    :data:`NOT_RUN` and the caller runs the statement through psycopg: a statement that
+    failed on its own transaction was rolled back, so running it again changes nothing
+    twice, and psycopg then raises the error (or finds the connection lost) as it always
+    does. A session that lost the prepared statement (``DISCARD ALL``) prepares it again.
+    """
+    if not on("libpq_statement") or not raw.autocommit:
+        return NOT_RUN
+    pgconn = raw.pgconn
+    if pgconn.transaction_status != _IDLE or pgconn.pipeline_status != _PIPELINE_OFF:
+        return NOT_RUN
+    shape = _libpq_statement(statement)
+    if shape is None:
+        return NOT_RUN
+    values = []
+    for key in shape.order:
+        value = _text_value(params[key])
+        if value is NOT_RUN:
+            return NOT_RUN
+        values.append(value)
+    sessions = getattr(raw, "_pgq_libpq", None)
+    if sessions is None:
+        sessions = raw._pgq_libpq = {}
+    decode = sessions.get(shape.name)
+    if decode is False:
+        return NOT_RUN  # this session could not prepare it
+    if decode is None:
+        decode = _prepare(pgconn, sessions, shape)
+        if decode is False:
+            return NOT_RUN
+    result = _execute(raw, pgconn, shape.name, values)
+    if result.status != _TUPLES_OK and result.error_field(_SQLSTATE) == _NO_SUCH_STATEMENT:
+        # The session lost it (DISCARD ALL) and ran nothing: prepare it again, once.
+        decode = _prepare(pgconn, sessions, shape)
+        if decode is False:
+            return NOT_RUN
+        result = _execute(raw, pgconn, shape.name, values)
+    if result.status != _TUPLES_OK:
+        return NOT_RUN
+    if decode is True:
+        decode = sessions[shape.name] = _row_decoder(raw, result)
+    if not result.ntuples:
+        return None
+    return decode(result)
+
+
+def _execute(raw: Any, pgconn: Any, name: bytes, values: list[Any]) -> Any:
+    """Execute a prepared statement and return its result, waiting as psycopg waits: in
+    ``poll``, which lets other threads run and a signal interrupt it. Interrupted (Ctrl-C),
+    it asks the server to cancel the statement and takes its answer before re-raising, so
+    the session is left idle, as psycopg leaves it."""
+    pgconn.send_query_prepared(name, values, result_format=_BINARY)
+    try:
+        return _answer(pgconn)
+    except BaseException:
+        if pgconn.transaction_status == _ACTIVE:
+            try:
+                raw.cancel_safe(timeout=5.0)
+                _answer(pgconn)
+            except Exception:  # the interruption is what the caller must see
+                pass
+        raise
+
+
+def _answer(pgconn: Any) -> Any:
+    """The statement's one result (rows or error), once the server has said all of it."""
+    poller = select.poll()
+    socket = pgconn.socket
+    poller.register(socket, _READABLE)
+    if pgconn.flush():  # what the socket did not take yet (a large statement)
+        poller.modify(socket, _READABLE | _WRITABLE)
+        while pgconn.flush():
+            poller.poll()
+            pgconn.consume_input()
+        poller.modify(socket, _READABLE)
+    first = None
+    while True:
+        while pgconn.is_busy():
+            poller.poll()
+            pgconn.consume_input()
+        result = pgconn.get_result()
+        if result is None:
+            return first
+        if first is None:
+            first = result
+
+
+def _prepare(pgconn: Any, sessions: dict[bytes, Any], shape: _LibpqStatement) -> bool:
+    """Prepare ``shape`` in this session: True, or False (for good) when the server refused."""
+    prepared: bool = pgconn.prepare(shape.name, shape.text).status == _COMMAND_OK
+    sessions[shape.name] = prepared
+    return prepared
+
+
+def _row_decoder(raw: Any, result: Any) -> Callable[[Any], Any]:
+    """Turns a result's first row into a named tuple, with the loaders psycopg would use."""
+    count = result.nfields
+    row_type: Any = namedtuple(  # type: ignore[misc]
+        "Row", [result.fname(i).decode() for i in range(count)], rename=True
+    )
+    adapters = raw.adapters
+    loads = []
+    for i in range(count):
+        oid = result.ftype(i)
+        # A type without a binary loader comes back as bytes, as psycopg returns it.
+        loader = adapters.get_loader(oid, _BINARY) or adapters.get_loader(0, _BINARY)
+        loads.append(loader(oid, raw).load if loader is not None else bytes)
+    columns = tuple(enumerate(loads))
+
+    def decode(result: Any) -> Any:
+        row = []
+        for i, load in columns:
+            value = result.get_value(0, i)
+            row.append(None if value is None else load(value))
+        return row_type._make(row)
+
+    return decode
 
 
 # -- model instances from rows -----------------------------------------------------------------

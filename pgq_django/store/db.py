@@ -351,6 +351,22 @@ def run_one(
     return _row_type(cursor, statement, fixed)._make(row)
 
 
+def run_one_alone(statement: str, params: dict[str, Any], alias: str | None = None) -> Any:
+    """:func:`run_one` for a fixed statement that usually runs as its own transaction (the
+    usual send): then, where nothing would see the difference, through libpq directly
+    (:func:`pgq_django.seams.run_through_libpq`), otherwise as :func:`run_one` runs it."""
+    db, inner, _text, key = _inner_cursor(statement, alias, True, True)
+    if key is not None and seams.may_skip_cursor_wrapper(db):
+        try:
+            row = seams.run_through_libpq(inner.connection, statement, params)
+        except Exception:
+            with db.wrap_database_errors:  # re-raised as Django's error, as the wrapper does
+                raise
+        if row is not seams.NOT_RUN:
+            return row
+    return run_one(statement, params, alias)
+
+
 def run_all(
     statement: str | Composable,
     params: Any = None,

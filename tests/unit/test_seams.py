@@ -170,3 +170,48 @@ def test_each_request_gets_fields_of_its_own() -> None:
     first, second = MessageIn(data={"body": 1}), MessageIn(data={"body": 2})
     assert first.fields["body"] is not second.fields["body"]
     assert first.fields["body"].parent is first and second.fields["body"].parent is second
+
+
+def test_a_statement_for_libpq_numbers_each_named_parameter_once() -> None:
+    shape = seams._libpq_statement(
+        "SELECT %(a)s, %(b)s || '%%', %(a)s WHERE name = %(queue)s -- for libpq"
+    )
+    assert shape is not None
+    assert shape.text == b"SELECT $1, $2 || '%', $1 WHERE name = $3 -- for libpq"
+    assert shape.order == ("a", "b", "queue")
+    again = seams._libpq_statement(
+        "SELECT %(a)s, %(b)s || '%%', %(a)s WHERE name = %(queue)s -- for libpq"
+    )
+    assert again is shape
+    other = seams._libpq_statement("SELECT %(a)s")
+    assert other is not None and other.name != shape.name
+
+
+@pytest.mark.parametrize(
+    "statement", ["SELECT %s", "SELECT %(bodies)b", "SELECT %(a)s, %b", "SELECT 100 % 7"]
+)
+def test_a_statement_with_other_placeholders_is_left_to_psycopg(statement: str) -> None:
+    assert seams._libpq_statement(statement) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "sent"),
+    [
+        ("ü'\"%s", "ü'\"%s".encode()),
+        ("", b""),
+        (True, b"t"),
+        (False, b"f"),
+        (0, b"0"),
+        (-(2**63), b"-9223372036854775808"),
+        (None, None),
+    ],
+)
+def test_parameters_for_libpq_are_sent_as_postgresql_reads_their_text(
+    value: Any, sent: bytes | None
+) -> None:
+    assert seams._text_value(value) == sent
+
+
+@pytest.mark.parametrize("value", [1.5, b"bytes", [1], {"a": 1}, object()])
+def test_a_parameter_of_another_type_is_left_to_psycopg(value: Any) -> None:
+    assert seams._text_value(value) is seams.NOT_RUN

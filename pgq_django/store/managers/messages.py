@@ -103,7 +103,7 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         queue = params["queue"]
         if not _BOUNDED_QUEUES.get(queue):
             lean = sql.SEND_ONE if deferred else sql.SEND_ONE_COUNTED
-            sent = db.run_one(lean, params, alias)
+            sent = db.run_one_alone(lean, params, alias)
             if sent is not None:
                 return sent.queue_id, [sent.msg_id], sent.notified, False
         row = db.run_one(sql.SEND_PLAIN if deferred else sql.SEND_PLAIN_COUNTED, params, alias)
