@@ -197,11 +197,8 @@ def _configure(raw: Any, pid: int) -> dict[Any, _PreparingCursor | _CallCursor]:
 django_connection = seams.connection
 
 
-def _inner_cursor(
-    statement: str | Composable, alias: str | None, prepare: bool, binary: bool
-) -> tuple[Any, Any, str, Any]:
-    """(Django connection, our psycopg cursor on it, statement text, the cursor's key) for
-    one call; the key is None unless the statement is fixed (see :func:`_configure`).
+def _session(alias: str | None) -> tuple[Any, Any, dict[Any, Any]]:
+    """(Django connection, its psycopg connection, our cursors on it) for one call.
 
     What Django's ``connection.cursor()`` does first, in the same order: drop a connection
     set up by the process we were forked from, run the health check (``CONN_HEALTH_CHECKS``),
@@ -224,6 +221,15 @@ def _inner_cursor(
     cursors = getattr(raw, "_pgq_cursors", None)
     if cursors is None or raw._pgq_pid != pid:
         cursors = _configure(raw, pid)
+    return db, raw, cursors
+
+
+def _inner_cursor(
+    statement: str | Composable, alias: str | None, prepare: bool, binary: bool
+) -> tuple[Any, Any, str, Any]:
+    """(Django connection, our psycopg cursor on it, statement text, the cursor's key) for
+    one call; the key is None unless the statement is fixed (see :func:`_configure`)."""
+    db, raw, cursors = _session(alias)
     fixed = prepare and isinstance(statement, str)
     if not isinstance(statement, str):
         statement = statement.as_string(raw)
@@ -355,10 +361,10 @@ def run_one_alone(statement: str, params: dict[str, Any], alias: str | None = No
     """:func:`run_one` for a fixed statement that usually runs as its own transaction (the
     usual send): then, where nothing would see the difference, through libpq directly
     (:func:`pgq_django.seams.run_through_libpq`), otherwise as :func:`run_one` runs it."""
-    db, inner, _text, key = _inner_cursor(statement, alias, True, True)
-    if key is not None and seams.may_skip_cursor_wrapper(db):
+    db, raw, _cursors = _session(alias)
+    if settings.PREPARED_STATEMENTS and seams.may_skip_cursor_wrapper(db):
         try:
-            row = seams.run_through_libpq(inner.connection, statement, params)
+            row = seams.run_through_libpq(raw, statement, params)
         except Exception:
             with db.wrap_database_errors:  # re-raised as Django's error, as the wrapper does
                 raise
