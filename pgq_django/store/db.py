@@ -360,9 +360,16 @@ def run_one(
 def run_one_alone(statement: str, params: dict[str, Any], alias: str | None = None) -> Any:
     """:func:`run_one` for a fixed statement that usually runs as its own transaction (the
     usual send): then, where nothing would see the difference, through libpq directly
-    (:func:`pgq_django.seams.run_through_libpq`), otherwise as :func:`run_one` runs it."""
+    (:func:`pgq_django.seams.run_through_libpq`), otherwise as :func:`run_one` runs it.
+
+    Not on a connection Django lets threads share: psycopg's cursor serialises them on the
+    connection's lock, which libpq's calls would not take."""
     db, raw, _cursors = _session(alias)
-    if settings.PREPARED_STATEMENTS and seams.may_skip_cursor_wrapper(db):
+    if (
+        settings.PREPARED_STATEMENTS
+        and seams.may_skip_cursor_wrapper(db)
+        and not db.allow_thread_sharing
+    ):
         try:
             row = seams.run_through_libpq(raw, statement, params)
         except Exception:

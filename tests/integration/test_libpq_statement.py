@@ -104,6 +104,18 @@ def test_a_session_that_lost_its_prepared_statements_prepares_the_send_again(
     assert [m.msg_id for m in pgq.read(queue_name, qty=10)] == [first, second]
 
 
+def test_a_connection_threads_may_share_keeps_to_psycopg(queue_name: str) -> None:
+    pgq.create_queue(queue_name)
+    connection.close()
+    connection.inc_thread_sharing()
+    try:
+        sent = pgq.send(queue_name, {"shared": True})
+        assert _libpq_statements() == []
+    finally:
+        connection.dec_thread_sharing()
+    assert [m.msg_id for m in pgq.read(queue_name)] == [sent]
+
+
 _REFUSE = """
 CREATE FUNCTION pgq_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
