@@ -35,8 +35,10 @@ WITHOUT_LIBPQ = {"FAST_PATHS": [name for name in seams.SHORTCUTS if name != "lib
 
 def _prepared() -> int:
     """How many statements a session that sent once prepared through libpq: one, unless
-    prepared statements are off (behind a transaction pooler), where the path is not taken."""
-    return 1 if pgq_settings.PREPARED_STATEMENTS else 0
+    prepared statements are off (behind a transaction pooler) or the shortcut is (the CI row
+    with ``FAST_PATHS`` off), where the path is not taken."""
+    taken = seams.on("libpq_statement") and seams.on("unwrapped_cursor")
+    return 1 if pgq_settings.PREPARED_STATEMENTS and taken else 0
 
 
 def _libpq_statements() -> list[str]:
