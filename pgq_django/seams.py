@@ -142,6 +142,9 @@ class _LibpqStatement(NamedTuple):
 
 # Statement text -> its libpq form, or None when it has a placeholder of another kind.
 _LIBPQ_STATEMENTS: dict[str, _LibpqStatement | None] = {}
+# A libpq statement's name -> the named-tuple type of its rows, made once per process (a
+# session that ends with its request would otherwise make one per request).
+_LIBPQ_ROW_TYPES: dict[bytes, Any] = {}
 
 
 def _libpq_statement(statement: str) -> _LibpqStatement | None:
@@ -239,7 +242,7 @@ def run_through_libpq(raw: Any, statement: str, params: dict[str, Any]) -> Any:
     if result.status != _TUPLES_OK:
         return NOT_RUN
     if decode is True:
-        decode = sessions[shape.name] = _row_decoder(raw, result)
+        decode = sessions[shape.name] = _row_decoder(raw, shape.name, result)
     if not result.ntuples:
         return None
     return decode(result)
@@ -293,12 +296,13 @@ def _prepare(pgconn: Any, sessions: dict[bytes, Any], shape: _LibpqStatement) ->
     return prepared
 
 
-def _row_decoder(raw: Any, result: Any) -> Callable[[Any], Any]:
+def _row_decoder(raw: Any, name: bytes, result: Any) -> Callable[[Any], Any]:
     """Turns a result's first row into a named tuple, with the loaders psycopg would use."""
     count = result.nfields
-    row_type: Any = namedtuple(  # type: ignore[misc]
-        "Row", [result.fname(i).decode() for i in range(count)], rename=True
-    )
+    row_type: Any = _LIBPQ_ROW_TYPES.get(name)
+    if row_type is None:
+        names = [result.fname(i).decode() for i in range(count)]
+        row_type = _LIBPQ_ROW_TYPES[name] = namedtuple("Row", names, rename=True)
     adapters = raw.adapters
     loads = []
     for i in range(count):

@@ -225,11 +225,16 @@ def _session(alias: str | None) -> tuple[Any, Any, dict[Any, Any]]:
 
 
 def _inner_cursor(
-    statement: str | Composable, alias: str | None, prepare: bool, binary: bool
+    statement: str | Composable,
+    alias: str | None,
+    prepare: bool,
+    binary: bool,
+    session: tuple[Any, Any, dict[Any, Any]] | None = None,
 ) -> tuple[Any, Any, str, Any]:
     """(Django connection, our psycopg cursor on it, statement text, the cursor's key) for
-    one call; the key is None unless the statement is fixed (see :func:`_configure`)."""
-    db, raw, cursors = _session(alias)
+    one call; the key is None unless the statement is fixed (see :func:`_configure`).
+    ``session``: what :func:`_session` answered for this call already, if it was asked."""
+    db, raw, cursors = session or _session(alias)
     fixed = prepare and isinstance(statement, str)
     if not isinstance(statement, str):
         statement = statement.as_string(raw)
@@ -279,7 +284,12 @@ def execute(
 
 
 def _fetch(
-    statement: str | Composable, params: Any, alias: str | None, prepare: bool, how: int
+    statement: str | Composable,
+    params: Any,
+    alias: str | None,
+    prepare: bool,
+    how: int,
+    session: tuple[Any, Any, dict[Any, Any]] | None = None,
 ) -> tuple[Any, Any, bool]:
     """Run a statement and fetch its result: (cursor, rows or first row or rowcount, fixed).
 
@@ -292,7 +302,7 @@ def _fetch(
     the connection as errored). Otherwise it goes through Django's wrapper, so hooks and
     query logs see it as they see the ORM's.
     """
-    db, inner, text, key = _inner_cursor(statement, alias, prepare, True)
+    db, inner, text, key = _inner_cursor(statement, alias, prepare, True, session)
     if seams.may_skip_cursor_wrapper(db):
         seams.refuse_in_broken_transaction(db)
         cursor = inner
@@ -351,7 +361,17 @@ def run_one(
     prepare: bool = True,
 ) -> Any:
     """The statement's first row as a named tuple, or None when it returned none."""
-    cursor, row, fixed = _fetch(statement, params, alias, prepare, _ONE)
+    return _run_one(statement, params, alias, prepare)
+
+
+def _run_one(
+    statement: str | Composable,
+    params: Any,
+    alias: str | None,
+    prepare: bool,
+    session: tuple[Any, Any, dict[Any, Any]] | None = None,
+) -> Any:
+    cursor, row, fixed = _fetch(statement, params, alias, prepare, _ONE, session)
     if row is None:
         return None
     return _row_type(cursor, statement, fixed)._make(row)
@@ -364,7 +384,8 @@ def run_one_alone(statement: str, params: dict[str, Any], alias: str | None = No
 
     Not on a connection Django lets threads share: psycopg's cursor serialises them on the
     connection's lock, which libpq's calls would not take."""
-    db, raw, _cursors = _session(alias)
+    session = _session(alias)
+    db, raw, _cursors = session
     if (
         settings.PREPARED_STATEMENTS
         and seams.may_skip_cursor_wrapper(db)
@@ -377,7 +398,7 @@ def run_one_alone(statement: str, params: dict[str, Any], alias: str | None = No
                 raise
         if row is not seams.NOT_RUN:
             return row
-    return run_one(statement, params, alias)
+    return _run_one(statement, params, alias, True, session)
 
 
 def run_all(
