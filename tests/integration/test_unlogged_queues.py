@@ -9,6 +9,7 @@ crash in tests/acceptance/test_unlogged_crash.py.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from io import StringIO
 from typing import Any
 
@@ -21,6 +22,7 @@ from rest_framework.test import APIClient
 
 import pgq_django as pgq
 from pgq_django import partitions
+from pgq_django.api import queues as queues_api
 from pgq_django.models import ArchivedMessage, Message, Queue
 from pgq_django.store.sql.fragments import TRANSIENT_FIRST_ID
 from tests.conftest import sequence_kept, set_sequence, top_of_ranges
@@ -29,6 +31,30 @@ pytestmark = pytest.mark.django_db
 
 SIZE = 100
 JSON_SAFE = 2**53
+
+
+# How long the upkeep calls in this file wait for their lock on the message table. Upkeep's own
+# timeouts are short on purpose (it tries again at its next run); a test needs an answer. Any
+# other session's lock on a partition makes them give up: one CI run of the py3.13 row lost
+# three of the upkeep tests at once to such a lock (its holder was not recorded). An
+# autovacuum of a partition is one such holder, cancelled for a waiting lock request only
+# after deadlock_timeout (1 s).
+PATIENT_MS = 10_000
+
+
+@pytest.fixture(autouse=True)
+def patient_first_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``create_queue(durable=False)`` gives up on its first ranges after a second's wait for
+    ``pgq_message``'s lock (the busy-table test below shows that). Another session can hold
+    that lock for about as long: an autovacuum of a partition is cancelled for a waiter only
+    after ``deadlock_timeout``, also a second. In CI that race once deferred a queue's first
+    range to upkeep and failed the premake test. Tests that assert where messages land wait
+    as long as upkeep's calls here do."""
+    monkeypatch.setattr(
+        queues_api,
+        "ensure_transient_ranges",
+        partial(partitions.ensure_transient_ranges, lock_timeout_ms=PATIENT_MS),
+    )
 
 
 def _persistence(msg_id: int, table: str = "pgq_message") -> str:
@@ -169,15 +195,6 @@ def test_rest_creates_a_non_durable_queue_and_shows_durability(queue_name):
 
 def set_transient(value: int) -> None:
     set_sequence(value, partitions.TRANSIENT)
-
-
-# How long the upkeep calls below wait for their lock on the message table. Upkeep's own
-# timeouts are short on purpose (it tries again at its next run); a test needs an answer. Any
-# other session's lock on a partition makes them give up: one CI run of the py3.13 row lost
-# all three tests below at once to such a lock (its holder was not recorded). An autovacuum of
-# a partition is one such holder, cancelled for a waiting lock request only after
-# deadlock_timeout (1 s).
-PATIENT_MS = 10_000
 
 
 @pytest.fixture
@@ -339,7 +356,7 @@ def test_a_batch_gets_ids_in_input_order_in_either_space(make_queue, durable):
 
 
 def test_a_busy_message_table_does_not_hold_up_create_queue_and_upkeep_catches_up(
-    transient_top, make_queue
+    transient_top, make_queue, monkeypatch
 ):
     """Making the first unlogged range needs pgq_message's exclusive lock; create_queue
     waits for it no longer than a second, and the queue's first messages land in the
@@ -348,6 +365,7 @@ def test_a_busy_message_table_does_not_hold_up_create_queue_and_upkeep_catches_u
 
     from pgq_django.store.notify import connection_params
 
+    monkeypatch.setattr(queues_api, "ensure_transient_ranges", partitions.ensure_transient_ranges)
     top = transient_top
     with psycopg.connect(**connection_params()) as other:
         other.execute("LOCK TABLE pgq_message IN ACCESS SHARE MODE")  # a long reader
