@@ -53,6 +53,16 @@ def _ensure_database(server_dsn: str, name: str) -> None:
             conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
 
 
+def fresh_database(server_dsn: str, name: str) -> None:
+    """Drop database ``name`` on the server of ``server_dsn`` if it exists and create it
+    again: a bench that compares against a peer's freshly made tables starts from the same
+    empty state, not from what earlier runs left in the shared ones."""
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        ident = psycopg.sql.Identifier(name)
+        conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+        conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(ident))
+
+
 def _bench_database() -> dict[str, Any]:
     """The Django database dict of the benchmark database (see the module docstring)."""
     from pgq_django.testing import dsn_to_django, embedded_dsn

@@ -42,7 +42,7 @@ from typing import Any
 
 import psycopg
 
-from .common import ROOT, clock
+from .common import ROOT, clock, fresh_database
 from .soak_report import TENTHS, Tenth, plot, print_report, report_of
 
 QUEUE = "soak"
@@ -59,10 +59,7 @@ def _database(fresh_name: str = "pgq_soak") -> dict[str, Any]:
     if url:
         return dsn_to_django(url)
     server = embedded_dsn(ROOT / ".pgdata" / "bench")
-    with psycopg.connect(server, autocommit=True) as conn:
-        name = psycopg.sql.Identifier(fresh_name)
-        conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-        conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(name))
+    fresh_database(server, fresh_name)
     db = dsn_to_django(server)
     db["NAME"] = fresh_name
     return db

@@ -13,10 +13,12 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import override_settings
 from pgmq.install import get_embedded_install_sql
+from psycopg.types.json import Jsonb
 
 import pgq_django as pgq
 from pgq_django.pgmq import install
 from pgq_django.pgmq.install import PgmqSchemaConflict
+from pgq_django.store.sql.fragments import TRANSIENT_FIRST_ID
 from tests.conftest import direct_dsn
 from tests.pgmq_support import client, ours_dsn, ours_sql, pgmq_settings, pgmq_sql, unique_queue
 
@@ -198,6 +200,71 @@ def test_insert_notifications_fire_for_pgq_sends_and_leave_no_trigger_when_off(
     ours_sql("SELECT pgmq.disable_notify_insert(%s)", [name])
     trigger = "SELECT count(*) FROM pg_trigger WHERE tgname = 'pgq_pgmq_notify_insert'"
     assert ours_sql(trigger) == [(0,)]
+
+
+def _sent_count(name: str) -> int:
+    return int(
+        ours_sql(
+            "SELECT coalesce(sum(c.n), 0) FROM pgq_queue_counter c JOIN pgq_queue q "
+            "ON q.id = c.queue_id WHERE q.name = %s AND c.kind = 'sent'",
+            [name],
+        )[0][0]
+    )
+
+
+def test_the_usual_send_and_batch_store_in_order_count_and_wake(pgmq_sql: str) -> None:
+    """send(queue_name, msg) and send_batch(queue_name, msgs) write their messages with
+    their own statements: ids rise in the order given, every message is counted, and
+    pgq_django's channel hears of them, as through the general way."""
+    name = unique_queue()
+    ours_sql("SELECT pgmq.create(%s)", [name])
+    bodies = [{"n": i} for i in range(60)]
+    with psycopg.connect(direct_dsn(pgmq_sql), autocommit=True) as listener:
+        listener.execute('LISTEN "pgq"')
+        one = ours_sql("SELECT * FROM pgmq.send(%s, %s)", [name, Jsonb({"n": -1})])
+        many = ours_sql("SELECT * FROM pgmq.send_batch(%s, %s)", [name, [Jsonb(b) for b in bodies]])
+        heard = [n.payload for n in listener.notifies(timeout=10, stop_after=2)]
+    assert heard == [name, name]
+    ids = [one[0][0], *(row[0] for row in many)]
+    assert ids == sorted(ids) and len(set(ids)) == 61
+    stored = ours_sql(
+        "SELECT message, headers, expires_at FROM pgq_message WHERE msg_id = ANY(%s) "
+        "ORDER BY msg_id",
+        [ids],
+    )
+    assert stored == [({"n": -1}, {}, None), *((b, {}, None) for b in bodies)]
+    assert _sent_count(name) == 61
+
+
+def test_the_usual_send_and_batch_hand_other_queues_to_the_general_way(pgmq_sql: str) -> None:
+    """A queue with a byte budget, a name in another case and a non-durable queue go the
+    general way, which keeps each one's rules."""
+    small = unique_queue()
+    pgq.create_queue(small, max_message_size=64)
+    big = Jsonb({"pad": "x" * 100})
+    for statement in (
+        "SELECT * FROM pgmq.send(%s, %s)",
+        "SELECT * FROM pgmq.send_batch(%s, ARRAY[%s]::jsonb[])",
+    ):
+        with pytest.raises(psycopg.errors.ProgramLimitExceeded, match="max_message_size"):
+            ours_sql(statement, [small, big])
+    fits = ours_sql("SELECT * FROM pgmq.send_batch(%s, ARRAY['{}', '[]']::jsonb[])", [small])
+    assert len(fits) == 2 and _sent_count(small) == 2
+    assert pgq.metrics(small).queue_length == 2
+
+    mixed = "Mixed" + unique_queue()
+    ours_sql("SELECT pgmq.create(%s)", [mixed])
+    ours_sql("SELECT * FROM pgmq.send(%s, '1')", [mixed.upper()])
+    ours_sql("SELECT * FROM pgmq.send_batch(%s, ARRAY['2', '3']::jsonb[])", [mixed.lower()])
+    with client(pgmq_sql) as pgmq:
+        assert [m.message for m in pgmq.read_batch(mixed, vt=30, batch_size=5)] == [1, 2, 3]
+
+    fleeting = unique_queue()
+    ours_sql("SELECT pgmq.create_unlogged(%s)", [fleeting])
+    sent = ours_sql("SELECT * FROM pgmq.send_batch(%s, ARRAY['1', '2']::jsonb[])", [fleeting])
+    assert all(row[0] >= TRANSIENT_FIRST_ID for row in sent)
+    with pytest.raises(psycopg.errors.UndefinedTable, match="does not exist"):
+        ours_sql("SELECT * FROM pgmq.send_batch(%s, ARRAY['1']::jsonb[])", [unique_queue()])
 
 
 def test_a_bounded_queue_refuses_a_pgmq_send_when_full_and_keeps_what_it_had(

@@ -150,10 +150,12 @@ BEGIN
 END;
 $$;
 
--- One message into the queue named exactly ``queue_name``: the usual send, as one INSERT
--- that finds its queue by the unique name, with its counter row and wake-up. A queue it
--- cannot serve so (another spelling of the name, max_length, a body over
--- max_message_size, no such queue) goes the general way of _pgq_insert, which says why.
+-- One message into the queue named exactly ``queue_name``: a send with headers or a delay,
+-- as one statement that finds its queue by the unique name and writes the message and its
+-- counter row, then the wake-up. A queue it cannot serve so (another spelling of the name,
+-- max_length, a body over max_message_size, no such queue) goes the general way of
+-- _pgq_insert, which says why. send(queue_name, msg), the usual call, spells the same
+-- statement out for itself (functions.sql).
 CREATE FUNCTION @extschema@._pgq_send_one(
     queue_name text, msg jsonb, headers jsonb, visible_at timestamptz
 ) RETURNS SETOF bigint
@@ -161,31 +163,34 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     new_id bigint;
-    found_queue bigint;
 BEGIN
-    INSERT INTO @pgq@.pgq_message (msg_id, queue_id, message, headers, attributes, label,
-        priority, read_ct, enqueued_at, vt, expires_at, group_id, dedup_id, max_retries,
-        retry_delay, cancel_requested)
-    SELECT CASE WHEN q.durable THEN nextval('@pgq@.pgq_message_msg_id_seq')
-                ELSE nextval('@pgq@.pgq_message_transient_id_seq') END,
-           q.id, _pgq_send_one.msg, coalesce(_pgq_send_one.headers, '{}'::jsonb), '{}'::jsonb,
-           NULL, 0, 0, clock_timestamp(), coalesce(visible_at, clock_timestamp()),
-           clock_timestamp() + make_interval(secs => nullif(q.retention, @forever@)),
-           CASE WHEN jsonb_typeof(_pgq_send_one.headers) = 'object'
-                THEN _pgq_send_one.headers->>'x-pgmq-group' END,
-           NULL, NULL, NULL, false
-    FROM @pgq@.pgq_queue q
-    WHERE q.name = _pgq_send_one.queue_name AND q.max_length IS NULL
-      AND (q.max_message_size >= 2147483647
-           OR octet_length(_pgq_send_one.msg::text) <= q.max_message_size)
-    RETURNING msg_id, queue_id INTO new_id, found_queue;
+    WITH ins AS (
+        INSERT INTO @pgq@.pgq_message (msg_id, queue_id, message, headers, attributes, label,
+            priority, read_ct, enqueued_at, vt, expires_at, group_id, dedup_id, max_retries,
+            retry_delay, cancel_requested)
+        SELECT CASE WHEN q.durable THEN nextval('@pgq@.pgq_message_msg_id_seq')
+                    ELSE nextval('@pgq@.pgq_message_transient_id_seq') END,
+               q.id, _pgq_send_one.msg, coalesce(_pgq_send_one.headers, '{}'::jsonb),
+               '{}'::jsonb, NULL, 0, 0, clock_timestamp(), coalesce(visible_at, clock_timestamp()),
+               clock_timestamp() + make_interval(secs => nullif(q.retention, @forever@)),
+               CASE WHEN jsonb_typeof(_pgq_send_one.headers) = 'object'
+                    THEN _pgq_send_one.headers->>'x-pgmq-group' END,
+               NULL, NULL, NULL, false
+        FROM @pgq@.pgq_queue q
+        WHERE q.name = _pgq_send_one.queue_name AND q.max_length IS NULL
+          AND (q.max_message_size >= 2147483647
+               OR octet_length(_pgq_send_one.msg::text) <= q.max_message_size)
+        RETURNING msg_id, queue_id
+    ), counted AS (
+        INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
+        SELECT ins.queue_id, 'sent', 1, clock_timestamp() FROM ins
+    )
+    SELECT ins.msg_id INTO new_id FROM ins;
     IF new_id IS NULL THEN
         RETURN QUERY SELECT @extschema@._pgq_insert(@extschema@._pgq_queue(queue_name),
                                                     ARRAY[msg], ARRAY[headers], visible_at);
         RETURN;
     END IF;
-    INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
-    VALUES (found_queue, 'sent', 1, clock_timestamp());
     IF visible_at IS NULL OR visible_at <= clock_timestamp() THEN
         PERFORM pg_notify(@channel@, queue_name);
     END IF;
