@@ -176,8 +176,9 @@ CREATE FUNCTION @extschema@.send(
 LANGUAGE sql AS $$ SELECT * FROM @extschema@._pgq_send_one($1, $2, $3, $4) $$;
 
 -- The usual send, no headers and no delay: _pgq_send_one's statement spelled out here
--- rather than called, since a call through a SQL function costs about a tenth of a send
--- made on the server. The queues _pgq_send_one hands on, this hands to it.
+-- rather than called, since a call through one more function is a real share of a send's
+-- time on the server (docs/pgmq.md, Speed). The queues _pgq_send_one hands on, this hands
+-- to it.
 CREATE FUNCTION @extschema@.send(queue_name TEXT, msg JSONB) RETURNS SETOF BIGINT
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
@@ -264,8 +265,8 @@ $$;
 -- decides (its id, its id sequence, the expiry) read once, then one statement that writes
 -- the messages, in array order (a scan of one unnest keeps it, so their ids rise in that
 -- order), and their counter row. The batch shares one send time, as PGMQ's does. It skips
--- the general way's per-message header and size work and its sorts, which cost about a
--- third of a 100-message batch on the server. Any other queue goes that way.
+-- the general way's per-message header and size work and its sorts, a large share of a
+-- batch's time on the server (docs/pgmq.md, Speed). Any other queue goes that way.
 CREATE FUNCTION @extschema@.send_batch(queue_name TEXT, msgs JSONB[]) RETURNS SETOF BIGINT
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
