@@ -175,44 +175,8 @@ CREATE FUNCTION @extschema@.send(
 ) RETURNS SETOF BIGINT
 LANGUAGE sql AS $$ SELECT * FROM @extschema@._pgq_send_one($1, $2, $3, $4) $$;
 
--- The usual send, no headers and no delay: _pgq_send_one's statement spelled out here
--- rather than called, since a call through one more function is a real share of a send's
--- time on the server (docs/pgmq.md, Speed). The queues _pgq_send_one hands on, this hands
--- to it.
 CREATE FUNCTION @extschema@.send(queue_name TEXT, msg JSONB) RETURNS SETOF BIGINT
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
-#variable_conflict use_column
-DECLARE
-    new_id bigint;
-BEGIN
-    WITH ins AS (
-        INSERT INTO @pgq@.pgq_message (msg_id, queue_id, message, headers, attributes, label,
-            priority, read_ct, enqueued_at, vt, expires_at, group_id, dedup_id, max_retries,
-            retry_delay, cancel_requested)
-        SELECT CASE WHEN q.durable THEN nextval('@pgq@.pgq_message_msg_id_seq')
-                    ELSE nextval('@pgq@.pgq_message_transient_id_seq') END,
-               q.id, send.msg, '{}'::jsonb, '{}'::jsonb, NULL, 0, 0,
-               clock_timestamp(), clock_timestamp(),
-               clock_timestamp() + make_interval(secs => nullif(q.retention, @forever@)),
-               NULL, NULL, NULL, NULL, false
-        FROM @pgq@.pgq_queue q
-        WHERE q.name = send.queue_name AND q.max_length IS NULL
-          AND (q.max_message_size >= 2147483647
-               OR octet_length(send.msg::text) <= q.max_message_size)
-        RETURNING msg_id, queue_id
-    ), counted AS (
-        INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
-        SELECT ins.queue_id, 'sent', 1, clock_timestamp() FROM ins
-    )
-    SELECT ins.msg_id INTO new_id FROM ins;
-    IF new_id IS NULL THEN
-        RETURN QUERY SELECT * FROM @extschema@._pgq_send_one(queue_name, msg, NULL, NULL);
-        RETURN;
-    END IF;
-    PERFORM pg_notify(@channel@, queue_name);
-    RETURN NEXT new_id;
-END;
-$$;
+LANGUAGE sql AS $$ SELECT * FROM @extschema@._pgq_send_one($1, $2, NULL, NULL) $$;
 
 CREATE FUNCTION @extschema@.send(queue_name TEXT, msg JSONB, headers JSONB) RETURNS SETOF BIGINT
 LANGUAGE sql AS $$ SELECT * FROM @extschema@._pgq_send_one($1, $2, $3, NULL) $$;

@@ -150,12 +150,10 @@ BEGIN
 END;
 $$;
 
--- One message into the queue named exactly ``queue_name``: a send with headers or a delay,
--- as one statement that finds its queue by the unique name and writes the message and its
--- counter row, then the wake-up. A queue it cannot serve so (another spelling of the name,
--- max_length, a body over max_message_size, no such queue) goes the general way of
--- _pgq_insert, which says why. send(queue_name, msg), the usual call, spells the same
--- statement out for itself (functions.sql).
+-- One message into the queue named exactly ``queue_name``: the usual send, as one statement
+-- that finds its queue by the unique name and writes the message and its counter row, then
+-- the wake-up. A queue it cannot serve so (another spelling of the name, max_length, a body
+-- over max_message_size, no such queue) goes the general way of _pgq_insert, which says why.
 CREATE FUNCTION @extschema@._pgq_send_one(
     queue_name text, msg jsonb, headers jsonb, visible_at timestamptz
 ) RETURNS SETOF bigint
