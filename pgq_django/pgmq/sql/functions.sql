@@ -175,8 +175,38 @@ CREATE FUNCTION @extschema@.send(
 ) RETURNS SETOF BIGINT
 LANGUAGE sql AS $$ SELECT * FROM @extschema@._pgq_send_one($1, $2, $3, $4) $$;
 
+-- The call PGMQ's clients make most, spelled out rather than passed to _pgq_send_one: a
+-- wrapper is one more function call on every send, a measurable share of its time on the
+-- server (docs/pgmq.md, Speed). It is _pgq_send_one without headers or delay.
 CREATE FUNCTION @extschema@.send(queue_name TEXT, msg JSONB) RETURNS SETOF BIGINT
-LANGUAGE sql AS $$ SELECT * FROM @extschema@._pgq_send_one($1, $2, NULL, NULL) $$;
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    new_id bigint;
+    target bigint;
+    sent_at timestamptz := clock_timestamp();
+BEGIN
+    INSERT INTO @pgq@.pgq_message (msg_id, queue_id, message, enqueued_at, vt, expires_at)
+    SELECT CASE WHEN q.durable THEN nextval('@pgq@.pgq_message_msg_id_seq')
+                ELSE nextval('@pgq@.pgq_message_transient_id_seq') END,
+           q.id, send.msg, sent_at, sent_at,
+           sent_at + make_interval(secs => nullif(q.retention, @forever@))
+    FROM @pgq@.pgq_queue q
+    WHERE q.name = send.queue_name AND q.max_length IS NULL
+      AND (q.max_message_size >= 2147483647
+           OR octet_length(send.msg::text) <= q.max_message_size)
+    RETURNING msg_id, queue_id INTO new_id, target;
+    IF new_id IS NULL THEN
+        RETURN QUERY SELECT @extschema@._pgq_insert(@extschema@._pgq_queue(queue_name),
+                                                    ARRAY[msg], ARRAY[NULL::jsonb], NULL);
+        RETURN;
+    END IF;
+    INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
+    VALUES (target, 'sent', 1, sent_at);
+    PERFORM pg_notify(@channel@, queue_name);
+    RETURN NEXT new_id;
+END;
+$$;
 
 CREATE FUNCTION @extschema@.send(queue_name TEXT, msg JSONB, headers JSONB) RETURNS SETOF BIGINT
 LANGUAGE sql AS $$ SELECT * FROM @extschema@._pgq_send_one($1, $2, $3, NULL) $$;
