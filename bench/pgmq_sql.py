@@ -117,24 +117,23 @@ class Side:
         self.dsn = dsn
         self.pool = ConnectionPool(dsn, min_size=1, max_size=1, open=True)
         self.client = PGMQueue(pool=self.pool, init_extension=False)
+        self.queue = QUEUE
 
     def close(self) -> None:
         self.pool.close()
 
     def purge(self) -> None:
-        self.client.purge(QUEUE)
+        self.client.purge(self.queue)
 
-    def settle(self) -> None:
-        """Purge the queue and vacuum the database, as autovacuum would in time.
+    def fresh_queue(self, name: str) -> None:
+        """Make ``name`` the queue the cases use on this side, created empty."""
+        self.client.drop_queue(name)
+        self.client.create_queue(name)
+        self.queue = name
 
-        PGMQ's purge truncates the queue's own table; ours deletes the queue's rows from
-        tables all queues share, which leaves dead index entries for the next reads to step
-        over until a vacuum. Each case starts from a vacuumed database on both sides, so
-        that it measures its own calls rather than the cases before it.
-        """
-        self.purge()
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            conn.execute("VACUUM (ANALYZE)")
+    def drop_queue(self) -> None:
+        self.client.drop_queue(self.queue)
+        self.queue = QUEUE
 
 
 def _rate(n: int, fn: Callable[[], Any]) -> float:
@@ -169,29 +168,29 @@ def _alternating(
 
 
 def case_send(sides: dict[str, Side], n: int) -> dict[str, float]:
-    return _alternating(sides, n, lambda side: side.client.send(QUEUE, BODY))
+    return _alternating(sides, n, lambda side: side.client.send(side.queue, BODY))
 
 
 def case_send_batch(sides: dict[str, Side], n: int) -> dict[str, float]:
     batch = [BODY] * 100
-    rates = _alternating(sides, max(1, n // 20), lambda s: s.client.send_batch(QUEUE, batch), 2)
+    rates = _alternating(sides, max(1, n // 20), lambda s: s.client.send_batch(s.queue, batch), 2)
     return {name: 100 * rate for name, rate in rates.items()}
 
 
 def case_read_delete(sides: dict[str, Side], n: int) -> dict[str, float]:
     for side in sides.values():
-        side.client.send_batch(QUEUE, [BODY] * n)  # untimed fill
+        side.client.send_batch(side.queue, [BODY] * n)  # untimed fill
 
     def one(side: Side) -> None:
-        message = side.client.read(QUEUE, vt=30)
-        side.client.delete(QUEUE, message.msg_id)
+        message = side.client.read(side.queue, vt=30)
+        side.client.delete(side.queue, message.msg_id)
 
     return _alternating(sides, n, one)
 
 
 def _wait(side: Side, returned: list[float]) -> None:
     """Wait for one message by polling, and note when it came."""
-    side.client.read_with_poll(QUEUE, vt=30, qty=1, max_poll_seconds=5, poll_interval_ms=10)
+    side.client.read_with_poll(side.queue, vt=30, qty=1, max_poll_seconds=5, poll_interval_ms=10)
     returned.append(common.clock())
 
 
@@ -202,7 +201,7 @@ def _wake_up(side: Side, sender: Any, pause: float) -> float:
     waiter.start()
     time.sleep(pause)
     sent_at = common.clock()
-    sender.send(QUEUE, BODY)
+    sender.send(side.queue, BODY)
     waiter.join()
     return returned[0] - sent_at
 
@@ -227,7 +226,7 @@ def case_wake_up(sides: dict[str, Side], n: int) -> dict[str, float]:
             )
             for name, side in sides.items()
         }
-        for i in range(max(5, n // 15)):
+        for i in range(max(5, n // 6)):
             # Let the poll start (set-up, not latency), then send at a random point of its
             # 10 ms cycle: a fixed pause would meet each side's loop at a fixed phase, and
             # the median would measure where that phase fell rather than the wake-up.
@@ -349,14 +348,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.queues:
             scale = many_queues_table(sides, args.queues, 50 if args.quick else 300)
         for key, (label, measure) in CASES.items():
+            # Each case on a queue of its own, made for it on both sides. Between cases PGMQ
+            # would truncate its queue's table on purge, where ours deletes the rows from
+            # tables all queues share: the next case's reads would step over the dead
+            # entries until a vacuum, and its inserts, after one, fill the pages it freed.
+            # A new queue keeps both sides on what the case itself does.
             for side in sides.values():
-                side.settle()
+                side.fresh_queue(f"{QUEUE}_{key}")
             values: dict[str, list[float]] = {name: [] for name in sides}
             for _ in range(rounds):
                 for name, rate in measure(sides, n).items():
                     values[name].append(rate)
             for side in sides.values():
-                side.purge()
+                side.drop_queue()
             ours, real = common.median(values["ours"]), common.median(values["pgmq"])
             results[key] = {"ours": values["ours"], "pgmq": values["pgmq"]}
             rows.append([label, common.fmt(real, 0), common.fmt(ours, 0), common.fmt(ours / real)])
