@@ -133,8 +133,12 @@ class Side:
         self.queue = name
 
     def drop_queue(self) -> None:
+        """Drop the case's queue and vacuum what it leaves: the vacuum autovacuum would run
+        soon after, run here so that it does not land in the next case's rounds."""
         self.client.drop_queue(self.queue)
         self.queue = QUEUE
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("VACUUM")
 
 
 def _rate(n: int, fn: Callable[[], Any]) -> float:
@@ -353,9 +357,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             # would truncate its queue's table on purge, where ours deletes the rows from
             # tables all queues share: the next case's reads would step over the dead
             # entries until a vacuum, and its inserts, after one, fill the pages it freed.
-            # A new queue keeps both sides on what the case itself does.
+            # A new queue keeps both sides on what the case itself does. A first round
+            # warms both up (plans, buffers) and is not counted.
             for side in sides.values():
                 side.fresh_queue(f"{QUEUE}_{key}")
+            measure(sides, n)  # a warm-up round, not counted
             values: dict[str, list[float]] = {name: [] for name in sides}
             for _ in range(rounds):
                 for name, rate in measure(sides, n).items():

@@ -267,6 +267,41 @@ def test_the_usual_send_and_batch_hand_other_queues_to_the_general_way(pgmq_sql:
         ours_sql("SELECT * FROM pgmq.send_batch(%s, ARRAY['1']::jsonb[])", [unique_queue()])
 
 
+def _lease_plan(name: str, settings: list[str]) -> str:
+    """The plan a fresh session's read of ``name`` makes and keeps for the candidate
+    messages (auto_explain of the statements inside the read), under ``settings``."""
+    shown: list[str] = []
+    with psycopg.connect(ours_dsn()) as conn:  # one transaction, rolled back
+        for setting in settings:
+            conn.execute(setting)
+        conn.execute("LOAD 'auto_explain'")
+        for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_level = notice"):
+            conn.execute(f"SET LOCAL auto_explain.{setting}")
+        conn.add_notice_handler(lambda d: shown.append(d.message_primary or ""))
+        conn.execute("SELECT * FROM pgmq.read(%s, 30, 1)", [name])
+        conn.rollback()
+    return next(plan for plan in shown if "WITH c AS" in plan)
+
+
+def test_a_read_takes_the_head_of_the_backlog_even_when_statistics_say_it_is_empty(
+    pgmq_sql: str,
+) -> None:
+    """After a vacuum or ANALYZE of idle message partitions the planner counts them empty.
+    A read's plan is made once per session, for any qty, and kept: it must still walk the
+    ready index in order to the first visible message, never sort the queue's backlog."""
+    name = unique_queue()
+    ours_sql("SELECT pgmq.create(%s)", [name])
+    ours_sql("SELECT pgmq.send_batch(%s, array_fill('{}'::jsonb, ARRAY[300]))", [name])
+    counted_empty = (
+        "UPDATE pg_class SET reltuples = 0, relpages = greatest(relpages, 1) "
+        "WHERE oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'pgq_message'::regclass)"
+    )
+    plan = _lease_plan(name, [counted_empty])
+    candidates = plan[plan.index("CTE c") : plan.index("CTE u")]
+    assert "Sort" not in candidates.replace("Sort Key", ""), candidates
+    assert "Merge Append" in candidates or "Index Scan" in candidates, candidates
+
+
 def test_a_bounded_queue_refuses_a_pgmq_send_when_full_and_keeps_what_it_had(
     pgmq_sql: str,
 ) -> None:

@@ -363,7 +363,7 @@ $$;
 
 CREATE FUNCTION @extschema@.pop(queue_name TEXT, qty INTEGER DEFAULT 1)
 RETURNS SETOF @extschema@.message_record
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_sort = off AS $$
 #variable_conflict use_column
 DECLARE
     qrow @pgq@.pgq_queue := @extschema@._pgq_queue(queue_name);
