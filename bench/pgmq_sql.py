@@ -124,9 +124,6 @@ class Side:
     def close(self) -> None:
         self.pool.close()
 
-    def purge(self) -> None:
-        self.client.purge(self.queue)
-
     def fresh_queue(self, name: str) -> None:
         """Make ``name`` the queue the cases use on this side, created empty."""
         self.client.drop_queue(name)

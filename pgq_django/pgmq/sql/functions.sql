@@ -271,7 +271,6 @@ DECLARE
     ids regclass;
     sent_at timestamptz := clock_timestamp();
     expires timestamptz;
-    written bigint;
 BEGIN
     IF msgs IS NULL OR array_length(msgs, 1) IS NULL THEN
         RAISE EXCEPTION 'msgs cannot be NULL or empty';
@@ -294,9 +293,8 @@ BEGIN
     SELECT nextval(ids), target, b.body, sent_at, sent_at, expires
     FROM unnest(msgs) AS b(body)
     RETURNING msg_id;
-    GET DIAGNOSTICS written = ROW_COUNT;
     INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
-    VALUES (target, 'sent', written, sent_at);
+    VALUES (target, 'sent', cardinality(msgs), sent_at);
     PERFORM pg_notify(@channel@, queue_name);
 END;
 $$;
