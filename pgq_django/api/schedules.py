@@ -67,9 +67,10 @@ def schedule(
 ) -> Schedule:
     """Create or update the schedule ``name``: send ``message`` to ``queue`` at each tick.
 
-    ``cron`` has five fields (minute hour day month weekday) or six (seconds last), read in
-    ``timezone``. The worker leader sends each tick once; after downtime a schedule sends
-    one message for the ticks it missed, or every missed tick with ``catch_up=True``.
+    ``cron`` has five fields (minute hour day-of-month month day-of-week) or six, seconds
+    first (as Spring, Quartz, node-cron and Hangfire read them), read in ``timezone``. The
+    worker leader sends each tick once; after downtime a schedule sends one message for the
+    ticks it missed, or every missed tick with ``catch_up=True``.
     Updating a schedule keeps its last tick when the expression and time zone stay the same,
     and starts afresh from now when either changes. Header keys starting with ``pgq_`` are
     reserved (each message gets ``pgq_schedule`` and ``pgq_scheduled_at``).

@@ -51,7 +51,7 @@ class Migration(migrations.Migration):
                     "cron",
                     models.CharField(
                         help_text="A cron expression: five fields (minute hour day month "
-                        "weekday), or six with seconds last.",
+                        "weekday), or six with seconds first.",
                         max_length=120,
                     ),
                 ),

@@ -24,7 +24,7 @@ class Schedule(models.Model):
     cron = models.CharField(
         max_length=120,
         help_text="A cron expression: five fields (minute hour day month weekday), or six "
-        "with seconds last.",
+        "with seconds first.",
     )
     queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="schedules")
     message = models.JSONField(null=True, blank=True, help_text="The body of each message.")

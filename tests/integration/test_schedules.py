@@ -258,6 +258,21 @@ def test_rest_refuses_a_bad_schedule_with_a_json_400_and_changes_nothing(make_qu
     assert not Schedule.objects.exists()
 
 
+def test_rest_names_the_wrong_field_of_a_cron_expression_and_changes_nothing(make_queue):
+    owner = get_user_model().objects.create_user("s_owner3")
+    q = make_queue(owner=owner)
+    pgq.schedule("kept", "0 9 * * mon-fri", q, 1)
+    body = {"name": "kept", "cron": "0 9 * * mon-fir", "queue": q.name, "message": 2}
+    answer = _api(owner).post("/v1/schedules", body)
+    assert answer.status_code == 400, answer.content
+    error = answer.json()["error"]
+    assert error["code"] == "invalid_argument"
+    assert error["message"].startswith("day-of-week field 'mon-fir' of '0 9 * * mon-fir'")
+    assert error["details"] == {"field": "cron", "cron_field": "day-of-week"}
+    kept = Schedule.objects.get(name="kept")
+    assert (kept.cron, kept.message) == ("0 9 * * mon-fri", 1)
+
+
 # -- admin -------------------------------------------------------------------------------
 
 
@@ -295,7 +310,9 @@ def test_the_admin_adds_and_edits_a_schedule_through_the_api(client, make_queue)
     ("change", "error"),
     [
         ({"cron": "whenever"}, "a cron expression has five"),
-        ({"cron": "61 * * * *"}, "not a valid cron expression"),
+        ({"cron": "61 * * * *"}, "minute field &#x27;61&#x27;"),
+        ({"cron": "0 9 * * mon-fir"}, "day-of-week field &#x27;mon-fir&#x27;"),
+        ({"cron": "60 * * * * *"}, "second field &#x27;60&#x27;"),
         ({"timezone": "Atlantis/Capital"}, "not a known IANA time zone"),
         ({"headers": '{"pgq_schedule": "forged"}'}, "reserved"),
     ],

@@ -30,7 +30,7 @@ from .queues import ERRORS, PAGE
 
 class ScheduleIn(s.Strict):
     name = s.StrictText(help_text="The schedule's name; a second POST with it updates it.")
-    cron = s.StrictText(help_text="Cron expression: five fields, or six with seconds last.")
+    cron = s.StrictText(help_text="Cron expression: five fields, or six with seconds first.")
     queue = s.Name(help_text="The queue each tick's message goes to.")
     message = s.AnyJSON(help_text="The body of each message: any JSON value.")
     timezone = s.StrictText(required=False, help_text="IANA time zone of the cron fields.")
