@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 import pgq_django as pgq
 
+from ... import access
 from ...api.workflows import group_queue
 from ...exceptions import GroupNotFound, InvalidArgument, QueueNotFound
 from .. import serializers as s
@@ -29,10 +30,16 @@ class GroupDetailView(PgqView):
     def get(self, request: Request, group: str) -> Response:
         """A group's status (pending, done, failed) and counts; needs the read right on the
         queue its members were sent to. A group on whose queue the caller holds no right
-        answers the same 404 as a missing one."""
+        answers the same 404 as a missing one. The follow-up may go to another queue: its
+        queue and id are shown only to a caller who may read that queue (to anyone else the
+        group looks like one without a follow-up)."""
         ident = _group_id(group)
         try:
             require_queue(request.user, "read", group_queue(ident))
         except QueueNotFound:
             raise GroupNotFound.for_id(ident) from None
-        return Response(s.GroupOut(pgq.group_status(ident).as_dict()).data)
+        status = pgq.group_status(ident).as_dict()
+        follow_up = status["then_queue_name"]
+        if follow_up and not access.may(request.user, "read", follow_up):
+            status.update(then_msg_id=None, then_queue_name="")
+        return Response(s.GroupOut(status).data)
