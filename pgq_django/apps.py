@@ -13,10 +13,12 @@ class PgqConfig(AppConfig):
         from django.db.models.signals import post_migrate, pre_migrate
 
         from . import checks  # noqa: F401  (registers the system checks)
+        from .api import workflows
         from .pgmq import install as pgmq_install
         from .store.server_functions import on_post_migrate
 
         post_migrate.connect(on_post_migrate, sender=self)
+        post_migrate.connect(workflows.install_functions, sender=self)
         # The PGMQ SQL interface leaves during migrations and comes back after them.
         pre_migrate.connect(pgmq_install.on_pre_migrate, sender=self)
         post_migrate.connect(pgmq_install.on_post_migrate, sender=self)

@@ -6,15 +6,14 @@ batch whose follow-up waits for all of it (a chord). The waits live in ``pgq_dep
 (:mod:`pgq_django.store.sql.workflows`), never in the statements a plain send, lease or ack
 runs, so a queue that uses none of this pays nothing for it.
 
-Who notices that an awaited message has finished:
-
-- the worker that acknowledges (or fails) it, in the same transaction, when the message
-  carries ``headers["pgq_awaited"]``: the group's members from their send, a message
-  something waits for from the moment that wait is recorded;
-- the worker leader's ``workflows`` duty, on every leader tick, for every other way a
-  message leaves its queue (a REST or SQS ack, ``pgq.delete``, expiry, a dead-letter move,
-  a purge or drop, a worker that leased the message before it became awaited);
-- :func:`group_status`, for the group it is asked about.
+Who notices that an awaited message has finished: the store, in the transaction that
+takes the message out of its queue, whatever took it (a worker, ``pgq.delete`` or
+``pgq.archive``, REST, SQS, the PGMQ functions, expiry, a purge or drop, a dead-letter
+move). Such a message carries ``headers["pgq_awaited"]`` (the group's members from their
+send, a message something waits for from the moment that wait is recorded), and triggers
+on ``pgq_message`` resolve its waits when it is deleted or moved to another queue. The
+worker leader's ``workflows`` duty resolves any wait left open, as a safety net, and
+:func:`group_status` the group it is asked about.
 
 A dependency must exist when the dependant is sent (its id must have been issued), so a
 message can only wait for older ones and no cycle can be built.
@@ -28,7 +27,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 
 from .. import validation as v
 from ..conf import settings
@@ -123,53 +122,40 @@ def hold(ids: Sequence[int], *, dependant: int | None, group: int | None, field:
         )
 
 
-def failure_reason(dependency: int, outcome: str) -> str:
-    """The error a failed dependant is dead-lettered with: which dependency, and how."""
-    return f"dependency {dependency} ended {outcome}; this message waited for it and will not run"
-
-
 def resolve_waits(ids: Sequence[int] | None = None) -> dict[str, int]:
     """Resolve the waits on messages that left their queue (``ids``, or any), then release
     the dependants that wait for nothing more and dead-letter those whose dependency failed,
-    and so on down a chain. In one transaction (the caller's when there is one)."""
-    manager = _manager()
-    done = {"finished": 0, "released": 0, "failed": 0}
-    with transaction.atomic(using=settings.DATABASE):
-        if ids is None:
-            finished, dependants = manager.sweep(limit=RESOLVE_BATCH)
-        else:
-            finished, dependants = manager.resolve(ids, limit=RESOLVE_BATCH)
-        done["finished"] += finished
-        while dependants:
-            manager.lock_dependants(dependants)
-            released, failed = manager.release(dependants)
-            done["released"] += len(released)
-            dead = [
-                dependant
-                for dependant, dependency, outcome in failed
-                if manager.fail_dependant(dependant, failure_reason(dependency, outcome))
-            ]
-            for dependant, dependency, outcome in failed:
-                logger.info(
-                    "event=dependant_failed msg_id=%s dependency=%s outcome=%s",
-                    dependant,
-                    dependency,
-                    outcome,
-                )
-            done["failed"] += len(dead)
-            if not dead:
-                break
-            finished, dependants = manager.resolve(dead, limit=RESOLVE_BATCH)
-            done["finished"] += finished
-    return done
+    and so on down a chain: one call of the store's ``pgq_resolve_waits``, in the caller's
+    transaction when there is one. The triggers on ``pgq_message`` run the same function
+    when an awaited message leaves its queue, so this finds work only for what they could
+    not do (waits beyond one resolve's batch, rows that left before the triggers existed)."""
+    row = _manager().resolve_waits(ids, limit=RESOLVE_BATCH)
+    for dependant, dependency, outcome in zip(
+        row.failed, row.failed_by, row.failed_how, strict=True
+    ):
+        logger.info(
+            "event=dependant_failed msg_id=%s dependency=%s outcome=%s",
+            dependant,
+            dependency,
+            outcome,
+        )
+    return {
+        "finished": int(row.finished),
+        "released": len(row.released),
+        "failed": len(row.failed),
+    }
 
 
-def finished(message: Any) -> None:
-    """Resolve what waits for ``message`` if it says something does (the worker calls this
-    after acknowledging or failing it, in the same transaction when there is one)."""
-    headers = message.headers or {}
-    if headers.get(AWAITED):
-        resolve_waits([message.msg_id])
+def install_functions(using: str, plan: Any = None, **kwargs: Any) -> None:
+    """``post_migrate`` of pgq_django: (re)make the store's resolving function and the
+    awaited-message triggers' function with this process's settings. Only after
+    ``migrate`` (``flush`` sends the signal too, without a plan) and while the tables
+    exist (not after migrating back to zero)."""
+    if plan is None or using != settings.DATABASE:
+        return
+    if "pgq_message" not in connections[using].introspection.table_names():
+        return
+    Dependency.objects.db_manager(using).install_functions(batch=RESOLVE_BATCH)
 
 
 @dataclass(frozen=True)

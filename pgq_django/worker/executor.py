@@ -88,28 +88,20 @@ def _ack(queue: str, message: Any, value: Any) -> None:
 
 def takes_part(message: Any) -> bool:
     """Whether a message asks for a reply or is awaited by others (docs/workflows.md): its
-    ack then also sends the reply and releases what waits for it, in one transaction."""
+    ack then also sends the reply, or releases what waits for it (the store does that in
+    the ack's transaction), so it is acknowledged in a transaction of its own rather than
+    with a batch: a batch holding several groups' members would lock their follow-ups
+    until it commits, in whatever order its messages came."""
     headers = message.headers
     return bool(headers) and (workflows.REPLY_TO in headers or workflows.AWAITED in headers)
 
 
 def _ack_taking_part(queue: str, message: Any, value: Any) -> None:
-    """The ack of a message that :func:`takes_part`: the reply first, then the ack, then
-    the release of its dependants; a lost lease rolls all three back together."""
+    """The ack of a message that :func:`takes_part`: the reply first, then the ack (which
+    releases its dependants); a lost lease rolls both back together."""
     with transaction.atomic(using=settings.DATABASE):
         replies.send_reply(message, value)
         _ack(queue, message, value)
-        workflows.finished(message)
-
-
-def _after_failure(message: Any) -> None:
-    """A failed message that was awaited may have left its queue (dead): tell its waiters."""
-    if message.headers and workflows.AWAITED in message.headers:
-        try:
-            workflows.finished(message)
-        except Exception:
-            # The leader's workflows duty resolves it on its next tick.
-            logger.exception("event=resolve_failed msg_id=%s", message.msg_id)
 
 
 def unstorable_result_note(
@@ -154,7 +146,6 @@ def execute(entry: Handler, message: Any) -> Outcome:
     if message.cancel_requested:
         delivery.archive_cancelled(queue, receipt)
         logger.info("event=message_cancelled queue=%s msg_id=%s", queue, message.msg_id)
-        _after_failure(message)
         return Outcome.CANCELLED
     started = time.monotonic()
     ack = _ack_taking_part if takes_part(message) else _ack
@@ -193,7 +184,6 @@ def execute(entry: Handler, message: Any) -> Outcome:
         except Exception:
             # The lease will expire and the message come back; the worker carries on.
             logger.exception("event=nack_failed queue=%s msg_id=%s", queue, message.msg_id)
-        _after_failure(message)
         if not isinstance(exc, Exception) and _in_main_thread():
             raise
         return Outcome.FAILED
@@ -223,5 +213,4 @@ def _reject(queue: str, message: Any, exc: RejectMessage) -> Outcome:
     except Exception:
         # The lease will expire and the message come back, to be rejected again.
         logger.exception("event=reject_failed queue=%s msg_id=%s", queue, message.msg_id)
-    _after_failure(message)
     return Outcome.FAILED

@@ -1,8 +1,9 @@
 """The methods of ``Dependency.objects``: one per statement of
 :mod:`pgq_django.store.sql.workflows`.
 
-The functional API (:mod:`pgq_django.api.workflows`) validates arguments, chooses the order
-(await, resolve, lock, release, fail) and turns the answers into errors and results.
+The functional API (:mod:`pgq_django.api.workflows`) validates arguments and turns the
+answers into errors and results; the order of resolving, releasing and failing lives in the
+server function ``pgq_resolve_waits``, which the triggers on ``pgq_message`` call too.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from psycopg.sql import Literal
+
 from ...conf import settings
+from .. import db
 from ..sql import workflows as sql
 from .base import SqlManager
 
@@ -26,34 +30,27 @@ class WorkflowManager(SqlManager):
         row = self._one(sql.AWAIT, {"ids": list(ids), "dependant": dependant, "group": group})
         return list(row.refused)
 
-    def resolve(self, ids: Sequence[int], *, limit: int) -> tuple[int, list[int]]:
-        """Finish the open waits on the messages ``ids`` that left their queue; returns (how
-        many finished, the dependants concerned)."""
-        row = self._one(sql.RESOLVE, {"ids": list(ids), "limit": limit})
-        return int(row.finished), list(row.dependants)
+    def resolve_waits(self, ids: Sequence[int] | None, *, limit: int) -> Any:
+        """Resolve the waits on ``ids`` (None: any open wait) and release or fail what
+        waited for them, down a chain, in one call; returns (finished, released, failed,
+        failed_by, failed_how)."""
+        params = {
+            "ids": None if ids is None else list(ids),
+            "limit": limit,
+            "channel": settings.NOTIFY_CHANNEL,
+        }
+        return self._one(sql.RESOLVE_WAITS, params)
 
-    def sweep(self, *, limit: int) -> tuple[int, list[int]]:
-        """:meth:`resolve` for any open wait (the leader's duty)."""
-        row = self._one(sql.SWEEP, {"limit": limit})
-        return int(row.finished), list(row.dependants)
-
-    def lock_dependants(self, ids: Sequence[int]) -> None:
-        """Lock the held dependants before :meth:`release` reads their waits."""
-        self._all(sql.LOCK_DEPENDANTS, {"ids": list(ids)})
-
-    def release(self, ids: Sequence[int]) -> tuple[list[int], list[tuple[int, int, str]]]:
-        """Release the dependants whose waits all succeeded; returns (released ids,
-        [(failed dependant, failed dependency, its outcome)])."""
-        row = self._one(sql.RELEASE, {"ids": list(ids), "channel": settings.NOTIFY_CHANNEL})
-        failed = list(zip(row.failed, row.failed_by, row.failed_how, strict=True))
-        return list(row.released), failed
-
-    def fail_dependant(self, msg_id: int, error: str) -> str | None:
-        """Dead-letter (or archive as dead) a held dependant; returns how, None if it was not
-        held any more."""
-        params = {"msg_id": msg_id, "error": error, "channel": settings.NOTIFY_CHANNEL}
-        outcome: str | None = self._one(sql.FAIL_DEPENDANT, params).outcome
-        return outcome
+    def install_functions(self, *, batch: int) -> None:
+        """(Re)make ``pgq_resolve_waits`` and the awaited-message triggers' function, the
+        latter with this process's notify channel: ``migrate`` runs this every time, so a
+        changed channel or statement reaches the database with the next ``migrate``."""
+        alias = self._db_alias()
+        db.run_rowcount(sql.CREATE_RESOLVE_FUNCTION, None, alias, prepare=False)
+        left = sql.CREATE_AWAITED_LEFT_FUNCTION.format(
+            batch=Literal(batch), channel=Literal(settings.NOTIFY_CHANNEL)
+        )
+        db.run_rowcount(left, None, alias, prepare=False)
 
     def group_counts(self, group: int) -> Any:
         """A group's row with its pending, done and failed member counts, or None."""

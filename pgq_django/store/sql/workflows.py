@@ -2,15 +2,23 @@
 
 A dependant is an ordinary message whose ``vt`` is pushed to the far future (:data:`_HELD`),
 so no lease sees it; its waits are rows of ``pgq_dependency``. When an awaited message leaves
-its queue its waits get its outcome (RESOLVE), and a dependant whose waits are all
-acknowledged is made visible and its queue woken (RELEASE), or, if one failed, dead-lettered
-with the reason (FAIL_DEPENDANT). None of this is in the send, lease or ack statements: the
-worker resolves what it acknowledges when the message says it is awaited
-(``headers["pgq_awaited"]``), and the leader's ``workflows`` duty resolves the rest.
+its queue its waits get its outcome (_RESOLVE), and a dependant whose waits are all
+acknowledged is made visible and its queue woken (_RELEASE), or, if one failed, dead-lettered
+with the reason (_FAIL_DEPENDANT). These run together in one server function,
+``pgq_resolve_waits`` (CREATE_RESOLVE_FUNCTION), which two triggers on ``pgq_message`` call
+when an awaited message (``headers["pgq_awaited"]``) is deleted or moved to another queue:
+the acknowledgement releases its dependants in its own transaction whichever door it came
+through, and a plain ack, whose message carries no such header, runs none of it (the
+triggers' ``WHEN`` reads the deleted row's headers and goes no further). The leader's
+``workflows`` duty calls the same function for any open wait, as a safety net.
 Run by :class:`pgq_django.store.managers.workflows.WorkflowManager`.
 """
 
 from __future__ import annotations
+
+import textwrap
+
+from psycopg.sql import SQL
 
 from .fragments import (
     M_COLS,
@@ -106,31 +114,31 @@ FROM finished
 """
 
 
-# -- resolve -- Give the open waits on the messages %(ids)s that have left their queue (at
+# Resolve: give the open waits on the messages %(ids)s that have left their queue (at
 # most %(limit)s) the outcome they ended with: the archive's, 'dead' when the message is
 # live in another queue (dead-lettered), 'cancelled' when its queue was dropped, else
 # 'acked' (an ack that deletes leaves no row). Waits another resolver holds are skipped.
 # Answers the dependants whose waits changed. Found through the partial index of open waits.
-RESOLVE = _resolve("w.msg_id = ANY(%(ids)s::bigint[])")
+_RESOLVE = _resolve("w.msg_id = ANY(%(ids)s::bigint[])")
 
-# -- sweep -- RESOLVE for any open wait (the leader's duty): it reads only the partial index
+# Sweep: _RESOLVE for any open wait (the leader's duty): it reads only the partial index
 # of open waits, never the finished ones kept for group_status.
-SWEEP = _resolve("true")
+_SWEEP = _resolve("true")
 
-# -- lock_dependants -- Lock the held dependants %(ids)s, in id order, before RELEASE looks
+# Lock the dependants: lock the held dependants %(ids)s, in id order, before RELEASE looks
 # at their waits: two resolvers that each finished one wait of the same dependant then take
 # turns, and the second sees the first's wait finished (each alone would see the other's
 # still open and leave the dependant held).
-LOCK_DEPENDANTS = """
+_LOCK_DEPENDANTS = """
 SELECT m.msg_id FROM pgq_message m WHERE m.msg_id = ANY(%(ids)s::bigint[])
 ORDER BY m.msg_id FOR UPDATE OF m
 """
 
-# -- release -- For each held dependant of %(ids)s: make it visible now and wake its queue
+# Release: for each held dependant of %(ids)s: make it visible now and wake its queue
 # when every wait is acknowledged (an UPDATE of a still-held row, so a dependant is released
 # once), or answer it among ``failed`` with the first awaited message that failed
 # (``failed_by``) and how (``failed_how``).
-RELEASE = f"""
+_RELEASE = f"""
 WITH state AS (
     SELECT w.dependant_id AS id,
            count(*) FILTER (WHERE w.outcome IS NULL) AS open,
@@ -165,10 +173,10 @@ _FAIL_COUNTED = counted(
     count_one("'dead_arrived'", "EXISTS (SELECT 1 FROM moved)", queue="dlq"),
 )
 
-# -- fail_dependant -- A held dependant one of whose dependencies failed: dead-letter it with
+# Fail a dependant: a held dependant one of whose dependencies failed: dead-letter it with
 # %(error)s (the reason, naming the dependency) to its queue's dead-letter queue, or archive
 # it as 'dead' when there is none. A dependant no longer held is left alone (``outcome`` NULL).
-FAIL_DEPENDANT = f"""
+_FAIL_DEPENDANT = f"""
 WITH t AS (
     SELECT m.msg_id, m.queue_id FROM pgq_message m
     WHERE m.msg_id = %(msg_id)s AND m.vt >= {_HELD_SINCE}
@@ -194,6 +202,125 @@ WITH t AS (
 SELECT CASE WHEN EXISTS (SELECT 1 FROM moved) THEN 'dead_lettered'
             WHEN EXISTS (SELECT 1 FROM gone) THEN 'dead' END AS outcome,
        (SELECT count(pg_notify(%(channel)s, dlq_name)) FROM moved) AS notified
+"""
+
+
+def _inline(statement: str, indent: int, **expressions: str) -> str:
+    """``statement`` as a PL/pgSQL statement indented by ``indent`` (its first line by the
+    caller): each ``%(name)s`` becomes ``expressions[name]``."""
+    for name, expression in expressions.items():
+        statement = statement.replace(f"%({name})s", expression)
+    if "%(" in statement:
+        raise ValueError(f"a placeholder was left unfilled in {statement!r}")
+    return textwrap.indent(statement.strip(), " " * indent).lstrip()
+
+
+# Set (transaction-local) while pgq_resolve_waits runs: the triggers leave what it does to
+# the messages it fails to its own loop, so a failing chain is walked there, not by
+# triggers nested as deep as the chain is long.
+_RESOLVING = "'pgq.resolving'"
+
+# _FAIL_DEPENDANT for the i-th failed dependant of the loop below.
+_FAIL_IN_LOOP = _inline(
+    _FAIL_DEPENDANT, 12, msg_id="v_failed[i]", error="v_error", channel="p_channel"
+)
+
+# -- create_resolve_function -- Make pgq_resolve_waits(p_ids, p_batch, p_channel): resolve
+# the open waits on the messages p_ids (all open waits when NULL, the leader's sweep; at most
+# p_batch), lock and release the dependants that wait for nothing more (their queues woken
+# on channel p_channel), dead-letter (or archive as dead) those one of whose dependencies
+# failed, then resolve the waits on those in turn, down a chain. One call, in the caller's
+# transaction. Answers how many waits finished, the dependants released, and the dependants
+# failed with the dependency that failed them and its outcome. Made by ``migrate`` from the
+# fragments above, so the texts run here are the ones shown above.
+CREATE_RESOLVE_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION pgq_resolve_waits(p_ids bigint[], p_batch integer, p_channel text)
+RETURNS TABLE (finished bigint, released bigint[], failed bigint[], failed_by bigint[],
+               failed_how text[])
+LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $resolve$
+#variable_conflict use_column
+DECLARE
+    v_outer text := current_setting({_RESOLVING}, true);
+    v_count bigint;
+    v_dependants bigint[];
+    v_released bigint[];
+    v_notified bigint;
+    v_failed bigint[];
+    v_failed_by bigint[];
+    v_failed_how text[];
+    v_error text;
+    v_outcome text;
+    v_dead bigint[];
+BEGIN
+    PERFORM set_config({_RESOLVING}, 'on', true);
+    finished := 0;
+    released := ARRAY[]::bigint[];
+    failed := ARRAY[]::bigint[];
+    failed_by := ARRAY[]::bigint[];
+    failed_how := ARRAY[]::text[];
+    IF p_ids IS NULL THEN
+        {_inline(_SWEEP, 8, limit="p_batch")}
+        INTO v_count, v_dependants;
+    ELSE
+        {_inline(_RESOLVE, 8, ids="p_ids", limit="p_batch")}
+        INTO v_count, v_dependants;
+    END IF;
+    finished := v_count;
+    WHILE cardinality(v_dependants) > 0 LOOP
+        PERFORM count(*) FROM ({_inline(_LOCK_DEPENDANTS, 8, ids="v_dependants")}) AS locked;
+        {_inline(_RELEASE, 8, ids="v_dependants", channel="p_channel")}
+        INTO v_released, v_notified, v_failed, v_failed_by, v_failed_how;
+        released := released || v_released;
+        v_dead := ARRAY[]::bigint[];
+        FOR i IN 1 .. coalesce(cardinality(v_failed), 0) LOOP
+            v_error := format(
+                'dependency %s ended %s; this message waited for it and will not run',
+                v_failed_by[i], v_failed_how[i]);
+            {_FAIL_IN_LOOP}
+            INTO v_outcome, v_notified;
+            IF v_outcome IS NOT NULL THEN
+                v_dead := v_dead || v_failed[i];
+                failed := failed || v_failed[i];
+                failed_by := failed_by || v_failed_by[i];
+                failed_how := failed_how || v_failed_how[i];
+            END IF;
+        END LOOP;
+        EXIT WHEN cardinality(v_dead) = 0;
+        {_inline(_RESOLVE, 8, ids="v_dead", limit="p_batch")}
+        INTO v_count, v_dependants;
+        finished := finished + v_count;
+    END LOOP;
+    PERFORM set_config({_RESOLVING}, coalesce(v_outer, ''), true);
+    RETURN NEXT;
+END
+$resolve$
+"""
+
+# -- create_awaited_left_function -- Make the function of the triggers on pgq_message (made by
+# migration 0018) that fire when an awaited message (``headers ? 'pgq_awaited'``) is deleted
+# or moved to another queue: it resolves that message's waits with pgq_resolve_waits, in the
+# deleting statement's transaction, whichever door deleted it (an ack, an archive, a PGMQ
+# function, expiry, a purge, a dead-letter move). Filled with the batch and the notify
+# channel as literals; a message is left to the function when pgq_resolve_waits itself
+# moved it.
+CREATE_AWAITED_LEFT_FUNCTION = SQL(
+    f"""
+CREATE OR REPLACE FUNCTION pgq_awaited_left() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $left$
+BEGIN
+    IF current_setting({_RESOLVING}, true) IS DISTINCT FROM 'on' THEN
+        PERFORM pgq_resolve_waits(ARRAY[OLD.msg_id], {{batch}}, {{channel}});
+    END IF;
+    RETURN NULL;
+END
+$left$
+"""
+)
+
+# -- resolve_waits -- Resolve the waits on the messages %(ids)s (NULL: any open wait) and what
+# follows from them, as CREATE_RESOLVE_FUNCTION says.
+RESOLVE_WAITS = """
+SELECT * FROM pgq_resolve_waits(%(ids)s::bigint[], %(limit)s::integer, %(channel)s::text)
 """
 
 # -- group_counts -- A group's members by state: pending (still in a queue), done
