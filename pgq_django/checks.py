@@ -16,7 +16,13 @@ from .readiness import (
     unknown_queue_message,
     unknown_queues,
 )
-from .worker.registry import autodiscover, registered
+from .worker.registry import (
+    autodiscover,
+    configured_task_aliases,
+    registered,
+    task_framework,
+    task_framework_missing_message,
+)
 
 
 @checks.register(checks.Tags.database, deploy=False)
@@ -96,6 +102,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     pgmq_problem = schema_setting_problem(settings.as_dict().get("PGMQ_SCHEMA"))
     if pgmq_problem is not None:
         errors.append(checks.Error(pgmq_problem, id="pgq_django.E009"))
+    if configured_task_aliases() and task_framework() is None:
+        errors.append(checks.Error(task_framework_missing_message(), id="pgq_django.E010"))
     return errors
 
 

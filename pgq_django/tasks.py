@@ -39,16 +39,18 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .exceptions import QueueAlreadyExists, QueueNotFound, RejectMessage
+from .handlers import Handler
 from .task_signing import sign_call, verified_call
 
+# Only Django's tasks framework imports this module (settings.TASKS names the backend), so
+# it may require the framework; nothing else in pgq_django imports it.
 try:  # Django >= 6.0
-    from django.tasks import TaskContext, TaskResult, TaskResultStatus
+    from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import Task, TaskError
     from django.tasks.exceptions import TaskResultDoesNotExist
@@ -58,6 +60,7 @@ except ImportError:  # Django 5.2 with the django-tasks backport (same API, othe
         TaskContext,
         TaskResult,
         TaskResultStatus,
+        task_backends,
     )
     from django_tasks.backends.base import BaseTaskBackend  # type: ignore[assignment]
     from django_tasks.base import Task, TaskError  # type: ignore[assignment]
@@ -119,6 +122,11 @@ class PgqBackend(BaseTaskBackend):
     def pgq_queue(self, queue_name: str) -> str:
         """The pgq queue that holds tasks of ``queue_name``."""
         return f"{self.queue_prefix}{queue_name}"
+
+    def worker_handlers(self) -> dict[str, Handler]:
+        """The worker runs :func:`run_task` for each task queue, one message at a time."""
+        names = [self.pgq_queue(q) for q in sorted(self.queues or {"default"})]
+        return {name: Handler(name, run_task, batch=1) for name in names}
 
     def _send(self, name: str, body: dict[str, Any], **options: Any) -> int:
         from .api.messages import send
@@ -379,23 +387,7 @@ def run_task(message: Any) -> dict[str, Any]:
 
 
 def _backend(alias: str | None) -> PgqBackend:
-    try:
-        from django.tasks import task_backends
-    except ImportError:
-        from django_tasks import task_backends  # type: ignore[assignment]
     backend = task_backends[alias or "default"]
     if not isinstance(backend, PgqBackend):
         raise TypeError(f"task backend {alias or 'default'!r} is not a PgqBackend")
     return backend
-
-
-def task_queues() -> list[str]:
-    """The pgq queues of every PgqBackend in ``settings.TASKS``: the worker runs
-    :func:`run_task` for each of their messages, one at a time."""
-    found: list[str] = []
-    for alias, params in (getattr(django_settings, "TASKS", None) or {}).items():
-        if params.get("BACKEND") != BACKEND_PATH:
-            continue
-        backend = _backend(alias)
-        found += [backend.pgq_queue(q) for q in sorted(backend.queues or {"default"})]
-    return found

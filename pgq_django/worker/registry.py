@@ -5,13 +5,22 @@ installed app's ``pgq_handlers`` module (or a module given to ``pgq_worker --imp
 queue's ``callback`` setting (a dotted path, pgpro's register_callback), and task queues of a
 :class:`pgq_django.tasks.PgqBackend` configured in ``settings.TASKS``. The decorator and its
 registry are the API's (:mod:`pgq_django.handlers`); they are re-exported here.
+
+The tasks backend is a door of its own, written against Django's tasks framework, which a
+plain install on Django 5.2 does not have (the ``django-tasks`` backport comes with the
+``[tasks]`` extra). So this module never imports it: where ``settings.TASKS`` names it, the
+framework loads it, as it loads any backend, and the backend hands the worker its handlers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import replace
+from typing import Any, Protocol, cast
 
+from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from ..exceptions import InvalidArgument
@@ -25,9 +34,20 @@ from ..handlers import periodic_schedules as periodic_schedules
 from ..handlers import registered as registered
 from ..handlers import unregister as unregister
 from ..models import Queue
-from ..tasks import run_task, task_queues
 
 logger = logging.getLogger("pgq_django.worker")
+
+TASKS_BACKEND = "pgq_django.tasks.PgqBackend"
+
+# Where Django's tasks framework keeps its backends: built in since Django 6, the
+# django-tasks backport on 5.2.
+_TASK_FRAMEWORKS = ("django.tasks.task_backends", "django_tasks.task_backends")
+
+
+class TaskBackendServed(Protocol):
+    """What the worker needs of a tasks backend: the handlers of its task queues."""
+
+    def worker_handlers(self) -> dict[str, Handler]: ...
 
 
 def batched(handlers: dict[str, Handler], size: int) -> dict[str, Handler]:
@@ -57,20 +77,42 @@ def callback_handler(queue: str, path: str) -> Handler | None:
     return Handler(queue, func)
 
 
+def task_framework() -> Any | None:
+    """Django's tasks framework's backends (``task_backends``), or None when neither Django
+    6's ``django.tasks`` nor the django-tasks backport is installed."""
+    for path in _TASK_FRAMEWORKS:
+        with contextlib.suppress(ImportError):
+            return import_string(path)
+    return None
+
+
+def configured_task_aliases() -> list[str]:
+    """The aliases of ``settings.TASKS`` whose backend is pgq's, read without loading it."""
+    configured = getattr(django_settings, "TASKS", None) or {}
+    return [alias for alias, params in configured.items() if params.get("BACKEND") == TASKS_BACKEND]
+
+
+def task_framework_missing_message() -> str:
+    return (
+        f"settings.TASKS names {TASKS_BACKEND}, but no tasks framework is installed: "
+        "Django 6 has django.tasks built in; on Django 5.2 install the django-tasks backport "
+        '(the [tasks] extra: pip install -e "/path/to/pgq_django[tasks]").'
+    )
+
+
 def task_handlers(queues: list[str] | None = None) -> dict[str, Handler]:
-    """Handlers running :func:`pgq_django.tasks.run_task` for the task queues of every
-    PgqBackend in ``settings.TASKS`` (only those in ``queues`` when given)."""
-    from django.conf import settings as django_settings
-
-    backends = (getattr(django_settings, "TASKS", None) or {}).values()
-    if not any(b.get("BACKEND") == "pgq_django.tasks.PgqBackend" for b in backends):
+    """Handlers running each task queue of every PgqBackend in ``settings.TASKS`` (only
+    those in ``queues`` when given); none, and no tasks import, where TASKS does not name it."""
+    aliases = configured_task_aliases()
+    if not aliases:
         return {}
-
-    return {
-        name: Handler(name, run_task, batch=1)
-        for name in task_queues()
-        if queues is None or name in queues
-    }
+    backends = task_framework()
+    if backends is None:
+        raise ImproperlyConfigured(task_framework_missing_message())
+    found: dict[str, Handler] = {}
+    for alias in aliases:
+        found.update(cast(TaskBackendServed, backends[alias]).worker_handlers())
+    return {name: entry for name, entry in found.items() if queues is None or name in queues}
 
 
 def callback_handlers(queues: list[str] | None = None) -> dict[str, Handler]:
