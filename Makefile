@@ -61,19 +61,27 @@ pgbouncer:
 		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq pgbouncer; }
 
+# The suite runs in parallel (pytest-xdist, tests/parallel.py): TEST_WORKERS processes, each
+# with a database of its own on one server, a test file per worker at a time (a file's
+# browser, Spark session or server starts once). Tests mostly wait on PostgreSQL, sockets
+# and child processes, so more workers than cores pay; TEST_WORKERS=0 runs in this process.
+TEST_WORKERS ?= 4
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+
 test: venv browser pgbouncer query-client
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PARALLEL)
 
 # One layer at a time (CONTRIBUTING.md): unit needs no database, integration the real
-# PostgreSQL in-process, acceptance real processes, servers, Chromium and Spark.
+# PostgreSQL in-process, acceptance real processes, servers, Chromium and Spark. The unit
+# layer runs in one process: starting workers would cost more than its tests take.
 test-unit: venv
 	PGQ_TEST_NO_DATABASE=1 $(BIN)/python -m pytest tests/unit
 
 test-integration: venv
-	$(BIN)/python -m pytest tests/integration
+	$(BIN)/python -m pytest $(PARALLEL) tests/integration
 
 test-acceptance: venv browser pgbouncer query-client
-	$(BIN)/python -m pytest tests/acceptance
+	$(BIN)/python -m pytest $(PARALLEL) tests/acceptance
 
 lint: venv
 	$(BIN)/ruff check pgq_django tests bench example_project

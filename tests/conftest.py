@@ -21,7 +21,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 ROOT = Path(__file__).resolve().parent.parent
 
 # Fixtures of the REST tests: a live uvicorn server, users and HTTP sessions.
-pytest_plugins = ["tests.http_server"]
+pytest_plugins = ["tests.http_server", "tests.parallel"]
 
 # The three layers (tests/unit, tests/integration, tests/acceptance) and the fixtures each
 # may not use, directly or through other fixtures: a unit test that asks for the database,

@@ -50,7 +50,8 @@ def wait_for_server_connections_to_close(timeout: float = 20.0) -> None:
     while time.monotonic() < deadline:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+                " AND datname = current_database()",
                 [SERVER_APP_NAME],
             )
             if cursor.fetchone()[0] == 0:

@@ -21,7 +21,12 @@ DATABASES = {
 }
 # PGQ_TEST_DB lets several test runs share one server; worker subprocesses started by
 # tests get PGQ_USE_TEST_DB=1 so they connect to the test database instead of the main one.
+# Under pytest-xdist each worker has a database of its own, named for the worker
+# (PYTEST_XDIST_WORKER, which the children a worker starts inherit, so they find it too);
+# tests/conftest.py keeps pytest-django from adding a suffix of its own.
 TEST_DB_NAME = os.environ.get("PGQ_TEST_DB", "pgq_test")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    TEST_DB_NAME += "_" + os.environ["PYTEST_XDIST_WORKER"]
 DATABASES["default"]["TEST"] = {"NAME": TEST_DB_NAME}
 if os.environ.get("PGQ_USE_TEST_DB"):
     DATABASES["default"]["NAME"] = TEST_DB_NAME

@@ -23,6 +23,8 @@ import pgq_django as pgq
 from pgq_django.models import ArchivedMessage, Exchange, Message, Queue
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "tests" / "artifacts"
 PASSWORD = "correct horse battery staple"

@@ -11,7 +11,7 @@ import pytest
 import pgq_django as pgq
 from tests.conftest import run_quick_bench
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bench]
 
 
 def test_quick_limits_benchmark_prints_its_ratios_and_leaves_no_queues(

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import needs_extra, run_quick_bench
 
-pytestmark = needs_extra("bench")
+pytestmark = [needs_extra("bench"), pytest.mark.bench]
 
 CASES = (
     "send",

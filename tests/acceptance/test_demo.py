@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import ROOT, direct_dsn
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.install]
 
 
 def _free_port() -> int:

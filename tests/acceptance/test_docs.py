@@ -25,6 +25,8 @@ import pytest
 import pgq_django as pgq
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.docs
+
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _FILE_BLOCK = re.compile(r"#\s*[\w/.]+\.py\b")
 

@@ -29,7 +29,7 @@ import pytest
 from pgq_django.embedded import HANDLES_FILE, server_status, stop_server
 from tests.conftest import ROOT, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.install]
 
 # Attach, prove the server answers, say so, then wait to be killed (or exit when told to).
 USER = """

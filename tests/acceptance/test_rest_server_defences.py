@@ -156,7 +156,8 @@ def terminate_server_connections() -> None:
         pids = [
             row[0]
             for row in admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+                " AND datname = current_database()",
                 [SERVER_APP_NAME],
             )
         ]

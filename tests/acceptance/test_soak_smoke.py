@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import ROOT, direct_dsn, needs_extra, subprocess_env
 
-pytestmark = needs_extra("bench")
+pytestmark = [needs_extra("bench"), pytest.mark.bench]
 
 MESSAGES = 20_000
 # Upkeep's interval, short beside the time a range of 2,000 ids takes to fill (about 0.4 s

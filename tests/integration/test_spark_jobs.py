@@ -452,6 +452,7 @@ def test_sigterm_cancels_a_running_export_and_records_nothing(
                 waiting = watcher.execute(
                     "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
                     "'pgq_django.spark' AND wait_event_type = 'Lock'"
+                    " AND datname = current_database()"
                 ).fetchone()
                 if waiting and waiting[0]:
                     os.kill(os.getpid(), signal.SIGTERM)

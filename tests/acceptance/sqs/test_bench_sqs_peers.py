@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import ROOT, needs_extra, run_quick_bench
 
-pytestmark = needs_extra("bench")
+pytestmark = [needs_extra("bench"), pytest.mark.bench]
 
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 

@@ -13,7 +13,7 @@ from django.core.management import call_command
 import pgq_django as pgq
 from tests.conftest import ROOT, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.docs]
 
 _SAMPLE = re.compile(r"^```python\n(# sqs_example\.py.*?)^```", re.MULTILINE | re.DOTALL)
 DOCUMENTED_ENDPOINT = "http://127.0.0.1:8000/sqs/"

@@ -77,7 +77,9 @@ def _backends(pid: int) -> int:
         )
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [APP_NAME]
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+            " AND datname = current_database()",
+            [APP_NAME],
         )
         return int(cursor.fetchone()[0])
 
