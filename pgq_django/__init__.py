@@ -126,6 +126,7 @@ _EXPORTS: dict[str, str] = {
     "ConnectionLost": "exceptions",
     "NotMigrated": "exceptions",
     "ScheduleNotFound": "exceptions",
+    "TooManySchedules": "exceptions",
     # type aliases for code that wraps the API
     "QueueRef": "types",
     "ExchangeRef": "types",
@@ -351,6 +352,7 @@ if TYPE_CHECKING:
     from .exceptions import StaleReceipt as StaleReceipt
     from .exceptions import SubscriptionAlreadyExists as SubscriptionAlreadyExists
     from .exceptions import SubscriptionNotFound as SubscriptionNotFound
+    from .exceptions import TooManySchedules as TooManySchedules
     from .handlers import handler as handler
     from .handlers import periodic as periodic
     from .models import ArchivedMessage as ArchivedMessage

@@ -88,6 +88,13 @@ DEFAULTS: dict[str, Any] = {
     # first use), and how long finished groups and dependencies are kept for group_status.
     "REPLY_QUEUE": "pgq-replies",
     "WORKFLOW_RETENTION": 7 * 24 * 3600,
+    # Schedules (docs/workflows.md#schedules): most schedules one queue may have, the
+    # shortest time a schedule's expression may leave between two ticks, and the seconds
+    # of each leader turn the schedule duty may spend before it leaves the rest for the next
+    # turn, so the leader's other duties keep their pace whatever users schedule.
+    "SCHEDULES_PER_QUEUE": 100,
+    "SCHEDULE_MIN_INTERVAL": 1,
+    "SCHEDULE_TURN_BUDGET": 0.25,
     # REST API (pgq_django.rest): authentication classes as dotted paths; None means DRF's
     # DEFAULT_AUTHENTICATION_CLASSES when the project sets them, else HTTP basic, session and
     # (when rest_framework.authtoken is installed) DRF token authentication.
@@ -188,6 +195,9 @@ class PgqSettings:
     WORKER_MAINTENANCE_INTERVAL: float
     REPLY_QUEUE: str
     WORKFLOW_RETENTION: float
+    SCHEDULES_PER_QUEUE: int
+    SCHEDULE_MIN_INTERVAL: float
+    SCHEDULE_TURN_BUDGET: float
     REST_AUTHENTICATION_CLASSES: list[str] | None
     REST_MAX_BODY_SIZE: int
     REST_MAX_BATCH: int

@@ -121,6 +121,20 @@ def croniter_form(cron: str) -> str:
     return cron
 
 
+def shortest_interval(cron: str, *, ticks: int = 120) -> float:
+    """The fewest seconds ``cron`` leaves between two ticks, over ``ticks`` consecutive ones
+    from a fixed start (in UTC, so daylight saving changes play no part): enough to meet
+    the shortest gap of any expression whose fields repeat within that many ticks."""
+    found = croniter(croniter_form(cron), datetime(2000, 1, 1, tzinfo=UTC))
+    previous = found.get_next(float)
+    shortest = float("inf")
+    for _ in range(ticks - 1):
+        tick = found.get_next(float)
+        shortest = min(shortest, tick - previous)
+        previous = tick
+    return shortest
+
+
 def next_tick(cron: str, zone: ZoneInfo, after: datetime) -> datetime:
     """The first tick of ``cron`` in ``zone`` strictly after ``after`` (an aware time), in
     UTC."""

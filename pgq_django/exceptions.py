@@ -186,6 +186,14 @@ class ScheduleNotFound(PgqError):
         return cls(f"Schedule {name!r} does not exist.", schedule=name)
 
 
+class TooManySchedules(PgqError):
+    """A queue has as many schedules as ``PGQ["SCHEDULES_PER_QUEUE"]`` allows: the leader
+    sends every schedule's ticks, so the number it must walk each second is bounded."""
+
+    code = "too_many_schedules"
+    default_message = "The queue has as many schedules as it may have."
+
+
 class RequestTimeout(PgqError):
     """``pgq.request`` got no reply in time. The request was cancelled, and a reply that
     comes later expires unread: nothing of the request is left to a later caller."""
@@ -218,4 +226,5 @@ __all__ = [
     "StaleReceipt",
     "SubscriptionAlreadyExists",
     "SubscriptionNotFound",
+    "TooManySchedules",
 ]

@@ -2,9 +2,9 @@
 
 A schedule sends messages to its queue on its own, so keeping one is managing that queue: a
 staff user sees and edits the schedules of queues they may manage, and may point one only at
-such a queue (superusers: every queue). The form checks the cron expression, the time zone
-and the headers by the API's own rules, and saving goes through :func:`pgq_django.schedule`,
-which works out the next tick.
+such a queue (superusers: every queue). The form checks the cron expression, the time zone,
+the headers and the queue's room for one more schedule by the API's own rules, and saving
+goes through :func:`pgq_django.schedule`, which works out the next tick.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.http import HttpRequest
 import pgq_django as pgq
 
 from .. import access
-from ..api.schedules import check_message
+from ..api.schedules import check_frequency, check_message, check_room
 from ..cron import check_cron, check_timezone
 from ..exceptions import PgqError
 from ..models import Schedule
@@ -35,9 +35,11 @@ class ScheduleForm(forms.ModelForm):
 
     def clean_cron(self) -> str:
         try:
-            return check_cron(self.cleaned_data.get("cron"))
+            cron = check_cron(self.cleaned_data.get("cron"))
+            check_frequency(cron)
         except PgqError as exc:
             raise forms.ValidationError(exc.message) from None
+        return cron
 
     def clean_timezone(self) -> str:
         value = self.cleaned_data.get("timezone")
@@ -53,6 +55,15 @@ class ScheduleForm(forms.ModelForm):
             check_message(cleaned.get("message"), cleaned.get("headers") or {})
         except PgqError as exc:
             self.add_error("headers" if "header" in exc.message.lower() else "message", exc.message)
+        queue = cleaned.get("queue")
+        if queue is not None:
+            # As pgq.schedule counts: a schedule saved under its own name keeps its place (a
+            # rename saves the new name before it removes the old one).
+            name = cleaned.get("name")
+            try:
+                check_room(queue, keep=(name,) if name else ())
+            except PgqError as exc:
+                self.add_error("queue", exc.message)
         return cleaned
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -23,10 +24,23 @@ from django.utils import timezone as dj_timezone
 
 from .. import validation as v
 from ..conf import settings
-from ..cron import check_cron, check_timezone, latest_tick, next_tick, schedule_name
-from ..exceptions import InvalidArgument, QueueAlreadyExists, QueueNotFound, ScheduleNotFound
+from ..cron import (
+    check_cron,
+    check_timezone,
+    latest_tick,
+    next_tick,
+    schedule_name,
+    shortest_interval,
+)
+from ..exceptions import (
+    InvalidArgument,
+    QueueAlreadyExists,
+    QueueNotFound,
+    ScheduleNotFound,
+    TooManySchedules,
+)
 from ..handlers import Periodic
-from ..models import Schedule
+from ..models import Queue, Schedule
 from ..types import QueueRef
 from .queues import create_queue, get_queue
 from .recovery import recovers
@@ -54,6 +68,43 @@ def check_message(message: Any, headers: Any) -> None:
     v.body(message, headers)
 
 
+def check_frequency(cron: str) -> None:
+    """Refuse an expression that ticks more often than ``PGQ["SCHEDULE_MIN_INTERVAL"]``.
+
+    Cron counts whole seconds, so at the default of one second every expression passes; a
+    site that raises the floor (to 60, say, for minutes only) bounds what each schedule
+    may cost the leader.
+    """
+    floor = float(settings.SCHEDULE_MIN_INTERVAL)
+    if floor <= 1:
+        return
+    gap = shortest_interval(cron)
+    if gap < floor:
+        raise InvalidArgument(
+            f"{cron!r} ticks {gap:g} seconds apart: a schedule here may tick at most once "
+            f"every {floor:g} seconds (PGQ['SCHEDULE_MIN_INTERVAL']).",
+            field="cron",
+        )
+
+
+def check_room(queue: Queue, keep: tuple[str, ...] = ()) -> None:
+    """Refuse a new schedule on ``queue`` once it has ``PGQ["SCHEDULES_PER_QUEUE"]``; the
+    schedules named in ``keep`` (the one being updated) do not count.
+
+    The leader walks every due schedule each second, so a user who may manage one queue
+    must not be able to give it without bound.
+    """
+    cap = int(settings.SCHEDULES_PER_QUEUE)
+    held = Schedule.objects.using(_db()).filter(queue=queue).exclude(name__in=keep).count()
+    if held >= cap:
+        raise TooManySchedules(
+            f"Queue {queue.name!r} has {held} schedules, the most it may have "
+            f"(PGQ['SCHEDULES_PER_QUEUE'] is {cap}): remove one with pgq.unschedule first.",
+            queue=queue.name,
+            limit=cap,
+        )
+
+
 @recovers()
 def schedule(
     name: str,
@@ -73,10 +124,13 @@ def schedule(
     ticks it missed, or every missed tick with ``catch_up=True``.
     Updating a schedule keeps its last tick when the expression and time zone stay the same,
     and starts afresh from now when either changes. Header keys starting with ``pgq_`` are
-    reserved (each message gets ``pgq_schedule`` and ``pgq_scheduled_at``).
+    reserved (each message gets ``pgq_schedule`` and ``pgq_scheduled_at``). A queue holds
+    at most ``PGQ["SCHEDULES_PER_QUEUE"]`` schedules (TooManySchedules beyond), each ticking
+    at most once every ``PGQ["SCHEDULE_MIN_INTERVAL"]`` seconds.
     """
     name = schedule_name(name)
     cron = check_cron(cron)
+    check_frequency(cron)
     zone = check_timezone(timezone)
     if not isinstance(catch_up, bool):
         raise InvalidArgument(
@@ -106,6 +160,15 @@ def _save_schedule(
 ) -> Schedule:
     now = dj_timezone.now()
     with transaction.atomic(using=_db()):
+        # Creations on one queue take turns, so two at once cannot both pass the cap (NO KEY
+        # UPDATE: sends, which only reference the queue row, are not held up).
+        list(
+            Queue.objects.using(_db())
+            .select_for_update(no_key=True)
+            .filter(pk=target.pk)
+            .values_list("pk", flat=True)
+        )
+        check_room(target, keep=(name,))
         found = Schedule.objects.using(_db()).select_for_update().filter(name=name).first()
         if found is None:
             found = Schedule(name=name, last_tick=now)
@@ -203,39 +266,63 @@ def _send_tick(found: Schedule, tick: datetime) -> int:
     return msg_id
 
 
-def enqueue_due(now: datetime | None = None) -> int:
-    """Send the due ticks of every schedule; returns how many messages were sent.
+def enqueue_due(now: datetime | None = None, *, budget: float | None = None) -> int:
+    """Send the due ticks of the due schedules; returns how many messages were sent.
 
     The leader's ``schedules`` duty. Each schedule is its own transaction: the row is locked
     (a second leader in the middle of an election skips it), its ticks are sent, and
     ``last_tick``/``next_tick`` move past them before the commit. A schedule whose send fails
     (a full queue) is logged and tried again on the next run; the others go on.
+
+    The run stops once it has spent ``budget`` seconds (``PGQ["SCHEDULE_TURN_BUDGET"]``) and
+    at least one schedule, so the leader's other duties run in the same turn however many
+    schedules are due. The most overdue go first: a schedule left out of one run is ahead
+    of those that ran when the next one starts, and it sends every tick it is due then (by
+    the rule of :func:`due_ticks`), so stopping early loses no tick and sends none twice.
     """
     now = now or dj_timezone.now()
+    budget = float(settings.SCHEDULE_TURN_BUDGET) if budget is None else budget
+    started = time.monotonic()
     alias = _db()
     sent = 0
     due = list(
-        Schedule.objects.using(alias).filter(next_tick__lte=now).values_list("pk", flat=True)
+        Schedule.objects.using(alias)
+        .filter(next_tick__lte=now)
+        .order_by("next_tick", "pk")
+        .values_list("pk", flat=True)
     )
-    for pk in due:
-        try:
-            with transaction.atomic(using=alias):
-                found = (
-                    Schedule.objects.using(alias)
-                    .select_for_update(skip_locked=True, of=("self",))
-                    .select_related("queue")
-                    .filter(pk=pk, next_tick__lte=now)
-                    .first()
-                )
-                if found is None:
-                    continue
-                ticks, following = due_ticks(found, now)
-                for tick in ticks:
-                    _send_tick(found, tick)
-                found.last_tick = ticks[-1] if ticks else found.last_tick
-                found.next_tick = following
-                found.save(using=alias, update_fields=["last_tick", "next_tick", "updated_at"])
-                sent += len(ticks)
-        except Exception:
-            logger.exception("event=schedule_failed schedule_id=%s", pk)
+    for done, pk in enumerate(due):
+        if done and time.monotonic() - started >= budget:
+            logger.info(
+                "event=schedule_budget_spent schedules_run=%s schedules_left=%s",
+                done,
+                len(due) - done,
+            )
+            break
+        sent += _enqueue_one(alias, pk, now)
     return sent
+
+
+def _enqueue_one(alias: str, pk: int, now: datetime) -> int:
+    """Send the due ticks of the schedule ``pk`` in one transaction; how many were sent."""
+    try:
+        with transaction.atomic(using=alias):
+            found = (
+                Schedule.objects.using(alias)
+                .select_for_update(skip_locked=True, of=("self",))
+                .select_related("queue")
+                .filter(pk=pk, next_tick__lte=now)
+                .first()
+            )
+            if found is None:
+                return 0
+            ticks, following = due_ticks(found, now)
+            for tick in ticks:
+                _send_tick(found, tick)
+            found.last_tick = ticks[-1] if ticks else found.last_tick
+            found.next_tick = following
+            found.save(using=alias, update_fields=["last_tick", "next_tick", "updated_at"])
+            return len(ticks)
+    except Exception:
+        logger.exception("event=schedule_failed schedule_id=%s", pk)
+        return 0

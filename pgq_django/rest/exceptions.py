@@ -36,6 +36,7 @@ from ..exceptions import (
     StaleReceipt,
     SubscriptionAlreadyExists,
     SubscriptionNotFound,
+    TooManySchedules,
 )
 
 
@@ -70,6 +71,7 @@ HTTP_STATUS: dict[type[PgqError], int] = {
     SubscriptionAlreadyExists: 409,
     QueuePaused: 409,
     QueueFull: 409,
+    TooManySchedules: 409,
     ConnectionLost: 503,
     NotMigrated: 503,
 }

@@ -1,7 +1,9 @@
 """The periodic duties the leader runs: each small, named, with its own interval.
 
 Defaults: ``rescue`` (dead-letter messages that exhausted their attempts by crashing or
-hanging consumers), ``schedules`` (send the due ticks of periodic schedules, every second),
+hanging consumers), ``schedules`` (send the due ticks of periodic schedules, every second,
+for at most ``PGQ["SCHEDULE_TURN_BUDGET"]`` seconds of the turn, so the duties after it keep
+their pace),
 ``expire`` (archive messages past retention or expires_in), ``retention`` (prune old
 archive rows and dedup claims), ``counters`` (fold counter rows per minute) and
 ``partitions`` (``pgq_django.partitions.run_maintenance()``: repair the default partitions,
