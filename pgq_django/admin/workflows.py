@@ -2,7 +2,9 @@
 
 Read-only: a group changes only as its members are acknowledged or fail. A staff user sees
 the groups sent to queues they may read (superusers see all), as the message browser shows
-those queues' messages. What a message waits for is shown in the message browser.
+those queues' messages; a follow-up sent to another queue is named (queue and id) only to a
+user who may read that queue too, as over REST. What a message waits for is shown in the
+message browser.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Count, Q, QuerySet
+from django.db.models import BooleanField, Case, Count, Q, QuerySet, Value, When
 from django.http import HttpRequest
 
 from .. import access
@@ -52,8 +54,7 @@ class WorkflowGroupAdmin(admin.ModelAdmin):
         "pending",
         "done",
         "failed",
-        "then_queue_name",
-        "then_msg_id",
+        "then",
         "created_at",
     )
     fields = readonly_fields
@@ -66,6 +67,12 @@ class WorkflowGroupAdmin(admin.ModelAdmin):
             .get_queryset(request)
             .filter(queue_name__in=names)
             .annotate(
+                # The follow-up is named only where the user may read its queue too.
+                then_readable=Case(
+                    When(then_queue_name__in=names, then=Value(True)),
+                    default=Value(False),
+                    output_field=BooleanField(),
+                ),
                 n_pending=Count("members", filter=Q(members__outcome__isnull=True)),
                 n_done=Count("members", filter=Q(members__outcome__in=_SUCCEEDED)),
                 n_failed=Count(
@@ -97,7 +104,7 @@ class WorkflowGroupAdmin(admin.ModelAdmin):
 
     @admin.display(description="then")
     def then(self, obj: WorkflowGroup) -> str:
-        if obj.then_msg_id is None:
+        if obj.then_msg_id is None or not getattr(obj, "then_readable", False):
             return "-"
         return f"{obj.then_msg_id} on {obj.then_queue_name}"
 

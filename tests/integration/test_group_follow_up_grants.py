@@ -67,3 +67,28 @@ def test_a_follow_up_on_the_members_queue_is_shown_to_its_reader(make_queue):
     body = _api(reader).get(f"/v1/groups/{gid}").json()
     assert body["then_queue_name"] == q.name
     assert body["then_msg_id"] == WorkflowGroup.objects.get(pk=gid).then_msg_id
+
+
+def test_the_admin_names_the_follow_up_only_to_a_reader_of_its_queue(make_queue, client):
+    users = get_user_model().objects
+    owner = users.create_user("gf_owner3")
+    member_reader = users.create_user("gf_staff", is_staff=True)
+    both_reader = users.create_user("gf_staff_both", is_staff=True)
+    members, secret = make_queue(owner=owner), make_queue(owner=owner)
+    for user in (member_reader, both_reader):
+        pgq.grant_queue_access(members, user, read=True, write=False)
+    pgq.grant_queue_access(secret, both_reader, read=True, write=False)
+    gid = pgq.group(members, ["one"], then=(secret.name, "after"))
+    then_id = WorkflowGroup.objects.get(pk=gid).then_msg_id
+    shown = f"{then_id} on {secret.name}"
+    pages = ("/admin/pgq_django/workflowgroup/", f"/admin/pgq_django/workflowgroup/{gid}/change/")
+
+    client.force_login(member_reader)
+    for page in pages:
+        answer = client.get(page)
+        assert answer.status_code == 200
+        assert members.name in answer.text and secret.name not in answer.text
+
+    client.force_login(both_reader)
+    for page in pages:
+        assert shown in client.get(page).text
