@@ -8,7 +8,7 @@ from django.conf import settings as django_settings
 from django.core import checks
 from django.db import connections
 
-from .conf import DEFAULTS, REMOVED_SETTINGS, removed_message, settings
+from .conf import DEFAULTS, REMOVED_SETTINGS, removed_message, settings, unknown_key_message
 from .pgmq.install import schema_setting_problem
 from .readiness import (
     not_migrated_message,
@@ -39,7 +39,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         if key not in DEFAULTS:
             errors.append(
                 checks.Error(
-                    f"settings.PGQ has an unknown key {key!r}.",
+                    unknown_key_message(key),
                     hint=f"Known keys: {', '.join(sorted(DEFAULTS))}.",
                     id="pgq_django.E002",
                 )

@@ -8,6 +8,7 @@ works in tests (the pattern Django REST framework uses for ``api_settings``).
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -242,7 +243,7 @@ class PgqSettings:
 
     def __getattr__(self, name: str) -> Any:
         if name not in self.defaults:
-            raise AttributeError(f"Invalid pgq_django setting: {name!r}")
+            raise AttributeError(f"Invalid pgq_django setting: {name!r}.{did_you_mean(name)}")
         value = self.as_dict()[name]
         # Kept as an attribute, as DRF's api_settings does: later reads are plain attribute
         # reads (the hot paths read a dozen settings a call); reload() forgets them.
@@ -253,6 +254,20 @@ class PgqSettings:
         for name in self.defaults:
             self.__dict__.pop(name, None)
         self._cached = None
+
+
+def did_you_mean(key: object) -> str:
+    """A hint naming the known key closest to a mistyped one (empty when none is close):
+    a typo otherwise only shows as a default silently left in force."""
+    if not isinstance(key, str):
+        return ""
+    close = difflib.get_close_matches(key.upper(), DEFAULTS, n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def unknown_key_message(key: object) -> str:
+    """What to tell a project that sets a key pgq_django does not have."""
+    return f"settings.PGQ has an unknown key {key!r}.{did_you_mean(key)}"
 
 
 def removed_message(key: str) -> str:

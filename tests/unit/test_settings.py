@@ -46,6 +46,22 @@ def test_unknown_keys_bad_values_and_missing_databases_are_reported():
         assert [e.id for e in check_settings()] == ["pgq_django.E001"]
 
 
+def test_a_mistyped_key_is_reported_with_the_key_it_was_meant_to_be():
+    with override_settings(PGQ={"DEFAULT_VISIBILTY_TIMEOUT": 5}):
+        [error] = check_settings()
+        # The typo changes nothing: the default stays in force.
+        assert DEFAULTS["DEFAULT_VISIBILITY_TIMEOUT"] == settings.DEFAULT_VISIBILITY_TIMEOUT
+    assert error.id == "pgq_django.E002"
+    assert "Did you mean 'DEFAULT_VISIBILITY_TIMEOUT'?" in error.msg
+    # Nothing close: no guess, and a key that is not even a string is reported as it is.
+    for far in ("ZZZ", 7):
+        with override_settings(PGQ={far: 1}):
+            [error] = check_settings()
+        assert error.id == "pgq_django.E002" and "Did you mean" not in error.msg
+    with pytest.raises(AttributeError, match=r"Did you mean 'MAX_WAIT_SECONDS'\?"):
+        settings.MAX_WAIT_SECOND  # noqa: B018 (reading is the point)
+
+
 def test_a_removed_key_is_a_clear_error_naming_what_to_do_instead():
     with override_settings(PGQ={"REST_ENABLED": False}):
         errors = check_settings()
