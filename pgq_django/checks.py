@@ -69,6 +69,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         "MAX_WAIT_SECONDS",
         "METRICS_EXACT_COUNT",
         "REST_MAX_THREAD_WAITS",
+        "SCHEDULES_PER_QUEUE",
+        "SCHEDULE_MIN_INTERVAL",
+        "SCHEDULE_TURN_BUDGET",
     ):
         value = settings.as_dict().get(key)
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:

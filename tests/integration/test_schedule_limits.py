@@ -27,6 +27,7 @@ from rest_framework.test import APIClient
 
 import pgq_django as pgq
 from pgq_django.api.schedules import enqueue_due
+from pgq_django.checks import check_settings
 from pgq_django.models import ArchivedMessage, Message, Schedule
 from pgq_django.worker import maintenance
 from tests.conftest import time_passes
@@ -232,3 +233,16 @@ def test_without_a_budget_to_spare_every_due_schedule_still_runs_in_one_turn(mak
     queues, _ = _every_second(make_queue, 3)
     assert enqueue_due(budget=60) >= 3 * 4
     assert all(Message.objects.filter(queue=q).exists() for q in queues)
+
+
+# -- the settings -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key", ["SCHEDULES_PER_QUEUE", "SCHEDULE_MIN_INTERVAL", "SCHEDULE_TURN_BUDGET"]
+)
+@pytest.mark.parametrize("bad", [0, -1, "100", None, True])
+def test_check_reports_a_schedule_limit_that_is_not_a_positive_number(key, bad):
+    with pgq_settings(**{key: bad}):
+        errors = check_settings()
+    assert [(e.id, key in e.msg) for e in errors] == [("pgq_django.E005", True)]
