@@ -302,7 +302,12 @@ def main(argv: list[str] | None = None) -> int:
             if status != 200 or "csrfmiddlewaretoken" not in body:
                 say(f"check failed: /admin/login/ answered HTTP {status}")
                 return 1
-            say("check passed: the admin login page is served")
+            # Its stylesheet too: uvicorn serves static files only through WhiteNoise.
+            css, _ = wait_until_serving(f"{base}/static/admin/css/base.css", server)
+            if css != 200:
+                say(f"check failed: /static/admin/css/base.css answered HTTP {css}")
+                return 1
+            say("check passed: the admin login page and its stylesheet are served")
             return 0
         say("press Ctrl-C to stop")
         while all(child.poll() is None for child in children):

@@ -42,6 +42,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS, Swagger UI's scripts) under uvicorn, as docs/rest.md
+    # shows; with DEBUG on it finds them where runserver would, no collectstatic needed.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -68,6 +71,7 @@ TEMPLATES = [
 USE_TZ = True
 TIME_ZONE = "UTC"
 STATIC_URL = "/static/"
+STATIC_ROOT = REPO_DIR / ".static"  # manage.py collectstatic, for DEMO_DEBUG=0
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

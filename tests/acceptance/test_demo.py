@@ -86,7 +86,7 @@ def test_demo_check_migrates_seeds_and_serves_the_admin_login(fresh_database: st
     )
     output = done.stdout
     assert done.returncode == 0, output
-    assert "check passed: the admin login page is served" in output
+    assert "check passed: the admin login page and its stylesheet are served" in output
     assert f"http://127.0.0.1:{port}/admin/   login: demo / demo" in output
     assert f"dashboard: http://127.0.0.1:{port}/admin/pgq_django/queue/dashboard/" in output
     assert f"sqs:     http://127.0.0.1:{port}/sqs/" in output
