@@ -36,6 +36,17 @@ RESERVED_HEADER_PREFIX = "pgq_"
 # by an even number of backslashes (an odd number means the backslash is a literal one and
 # the six characters are just text, which PostgreSQL stores happily).
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+# The characters XML 1.0 cannot carry (SQS refuses them: its Query protocol answers in XML)
+# as they appear in the JSON text of a value: a control character other than tab, LF and CR
+# as its escape (\b, \f, \u0001, ...: after an even number of backslashes, as above), and
+# U+FFFE and U+FFFF as themselves. Our encoder and PostgreSQL's jsonb output write the
+# same escapes, and the pattern reads the same in Python's re and in PostgreSQL's regular
+# expressions: the PGMQ SQL interface checks its sends with this very text.
+NOT_XML_IN_JSON = r"(?<!\\)(?:\\\\)*\\(?:[bf]|u00(?:0[0-8bcef]|1[0-9a-f]))|[\ufffe\uffff]"
+_NOT_XML_IN_JSON = re.compile(NOT_XML_IN_JSON)
+# The same characters in plain text (SQS's allowed set is its complement).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+XML_ALLOWED = "#x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 to #x10FFFF"
 
 
 def name(value: Any, *, kind: str = "queue") -> str:
@@ -247,7 +258,28 @@ def _dumps(value: Any, what: str) -> str:
         raise InvalidMessage(
             f"A lone surrogate (such as \\ud800) in the {what} is not valid UTF-8."
         )
+    if ("\\" in encoded or "\ufffe" in encoded or "\uffff" in encoded) and (
+        _NOT_XML_IN_JSON.search(encoded)
+    ):
+        raise InvalidMessage(
+            f"The {what} holds a character XML cannot carry (allowed: {XML_ALLOWED}); "
+            "SQS refuses such text, and a Query-protocol client could not read it."
+        )
     return encoded
+
+
+def xml_text(value: Any, field: str, *, max_length: int = 1024) -> str | None:
+    """:func:`text` that also refuses what XML cannot carry: a message's label, group and
+    deduplication id reach SQS clients (MessageGroupId, MessageDeduplicationId)."""
+    checked = text(value, field, max_length=max_length)
+    bad = _NOT_XML.search(checked) if checked else None
+    if bad is not None:
+        raise InvalidArgument(
+            f"{field} holds U+{ord(bad.group()):04X}, which XML cannot carry "
+            f"(allowed: {XML_ALLOWED}).",
+            field=field,
+        )
+    return checked
 
 
 def mapping(value: Any, what: str) -> str:
@@ -363,11 +395,11 @@ def send_options(
     return {
         "headers": mapping(headers, "headers"),
         "attributes": mapping(attributes, "attributes"),
-        "label": text(label, "label"),
+        "label": xml_text(label, "label"),
         "priority": integer(priority, "priority", minimum=-(2**31), maximum=INT32_MAX),
         "delay": seconds(delay, "delay", allow_none=True),
-        "group": text(group, "group", max_length=128),
-        "dedup_id": text(dedup_id, "dedup_id", max_length=128),
+        "group": xml_text(group, "group", max_length=128),
+        "dedup_id": xml_text(dedup_id, "dedup_id", max_length=128),
         "expires_in": seconds(expires_in, "expires_in", allow_none=True, minimum=0.001),
         "max_retries": integer(max_retries, "max_retries", allow_none=True),
         "retry_delay": seconds(retry_delay, "retry_delay", allow_none=True),

@@ -27,7 +27,7 @@ from ..conf import settings
 from ..exceptions import PgqError
 from ..store import db
 from ..store.sql import pgmq_interface as statements
-from ..validation import MAX_SECONDS
+from ..validation import MAX_SECONDS, NOT_XML_IN_JSON, RESERVED_HEADER_PREFIX
 from . import sql
 
 logger = logging.getLogger("pgq_django.pgmq")
@@ -72,6 +72,8 @@ def script(name: str, *, schema: str, tables: str, channel: str) -> str:
         .replace("@pgq@", tables)
         .replace("@channel@", Literal(channel).as_string(None))
         .replace("@forever@", str(MAX_SECONDS))
+        .replace("@not_xml@", Literal(NOT_XML_IN_JSON).as_string(None))
+        .replace("@reserved_prefix@", Literal(RESERVED_HEADER_PREFIX).as_string(None))
     )
 
 

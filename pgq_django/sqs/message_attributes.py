@@ -34,6 +34,22 @@ _FORBIDDEN_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010
 SYSTEM_ATTRIBUTES_FOR_SENDS = ("AWSTraceHeader",)
 
 
+def deliverable(text: str) -> str:
+    """``text`` with each character SQS does not allow replaced by U+FFFD.
+
+    Every door refuses such characters, but a row sent before that rule, or written with raw
+    SQL, may hold one; SQS never delivers one, and a Query-protocol answer holding one would
+    not parse (the client would raise, and lose the other messages leased with it). The
+    digests are of the delivered text."""
+    return _FORBIDDEN_CHARS.sub("\ufffd", text)
+
+
+def forbidden_character(text: str) -> str | None:
+    """The first character of ``text`` SQS does not allow, or None."""
+    bad = _FORBIDDEN_CHARS.search(text)
+    return None if bad is None else bad.group()
+
+
 def check_text(text: str, what: str) -> str:
     bad = _FORBIDDEN_CHARS.search(text)
     if bad is not None:
@@ -164,12 +180,15 @@ def to_stored(attributes: dict[str, dict[str, str]]) -> dict[str, Any]:
 
 def _wire_value(value: Any) -> dict[str, str]:
     if isinstance(value, str):
-        return {"DataType": "String", "StringValue": value}
+        return {"DataType": "String", "StringValue": deliverable(value)}
     if isinstance(value, dict) and isinstance(value.get("DataType"), str):
         if isinstance(value.get("BinaryValue"), str):
             return {"DataType": value["DataType"], "BinaryValue": value["BinaryValue"]}
         if isinstance(value.get("StringValue"), str):
-            return {"DataType": value["DataType"], "StringValue": value["StringValue"]}
+            return {
+                "DataType": deliverable(value["DataType"]),
+                "StringValue": deliverable(value["StringValue"]),
+            }
     if isinstance(value, int | float) and not isinstance(value, bool):
         return {"DataType": "Number", "StringValue": json.dumps(value)}
     return {"DataType": "String", "StringValue": json.dumps(value, separators=(",", ":"))}
@@ -187,14 +206,15 @@ def from_stored(stored: Any, wanted: list[str]) -> dict[str, dict[str, str]]:
     prefixes = tuple(w[:-2] for w in wanted if w.endswith(".*"))
     exact = set(wanted)
     return {
-        name: _wire_value(value)
+        deliverable(name): _wire_value(value)
         for name, value in stored.items()
         if every or name in exact or (prefixes and name.startswith(prefixes))
     }
 
 
 def body_text(message: Any) -> str:
-    """The SQS body of a stored message: its string, or the JSON text of anything else."""
+    """The SQS body of a stored message: its string, or the JSON text of anything else,
+    :func:`deliverable`."""
     if isinstance(message, str):
-        return message
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+        return deliverable(message)
+    return deliverable(json.dumps(message, separators=(",", ":"), ensure_ascii=False))

@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
 
 from .errors import SqsError, invalid
+from .message_attributes import deliverable, forbidden_character
 
 CONTENT_TYPE = "application/x-www-form-urlencoded"
 XML_CONTENT_TYPE = "text/xml"
@@ -57,6 +58,13 @@ _EMPTY: dict[str, Any] = {
     "tags": dict,
 }
 _BATCHES = frozenset({"SendMessageBatch", "DeleteMessageBatch", "ChangeMessageVisibilityBatch"})
+# The most dot-separated parts a parameter's name has: SQS's deepest is seven
+# (``SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringListValue.1``). A deeper
+# name is no request of SQS's, and would nest the parameters as deep as it asks.
+_MAX_PARTS = 8
+# The longest list index: SQS's lists hold at most a few dozen members. A longer run of
+# digits is no index (and past 4,300 digits Python refuses to read it as a number).
+_MAX_INDEX_DIGITS = 6
 
 Tree = dict[str, Any]
 
@@ -81,12 +89,29 @@ def action_of(body: bytes) -> str:
     return ""
 
 
+def _allowed(name: str, text: str) -> None:
+    """Refuse a character SQS does not allow in a parameter's name or in the Action (echoed
+    in an answer, it would make XML that does not parse); values are the actions' to check,
+    in SQS's own words."""
+    bad = forbidden_character(text)
+    if bad is not None:
+        raise invalid(
+            f"Value for parameter {deliverable(name[:100])} is invalid. Reason: "
+            f"U+{ord(bad):04X} is not an allowed character."
+        )
+
+
 def read(body: bytes) -> tuple[str, dict[str, Any]]:
     """The action of a Query request and its parameters, shaped as the JSON protocol's."""
     tree: Tree = {}
     for name, value in _form(body):
+        _allowed(name, name)
+        if name == "Action":
+            _allowed(name, value)
         node = tree
         parts = name.split(".")
+        if len(parts) > _MAX_PARTS:
+            raise _malformed(name)
         for part in parts[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
@@ -107,7 +132,9 @@ def _indexed(node: Any, name: str) -> list[Any]:
     is sent as the bare name with no value."""
     if node == "":
         return []
-    if not isinstance(node, dict) or not all(k.isascii() and k.isdigit() for k in node):
+    if not isinstance(node, dict) or not all(
+        k.isascii() and k.isdigit() and len(k) <= _MAX_INDEX_DIGITS for k in node
+    ):
         raise _malformed(name)
     return [node[k] for k in sorted(node, key=int)]
 
@@ -154,7 +181,10 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     # XML readers turn a bare CR into LF: SQS writes it as a reference, and so does this.
-    return escape(str(value)).replace("\r", "&#xD;")
+    # A character XML cannot carry at all never gets this far in a message (the actions
+    # deliver U+FFFD for it); anywhere else, such as a stored tag, it becomes U+FFFD too, so
+    # that no answer fails to parse.
+    return escape(deliverable(str(value))).replace("\r", "&#xD;")
 
 
 def _element(name: str, value: Any, action: str) -> str:

@@ -208,7 +208,11 @@ def _system_attributes(plan: Receive, message: Any) -> dict[str, str]:
     dead = headers.get("pgq_dead_letter")
     if isinstance(dead, dict) and isinstance(dead.get("original_queue"), str):
         found["DeadLetterQueueSourceArn"] = plan.call.queue_arn(dead["original_queue"])
-    return {k: str(v) for k, v in found.items() if k in plan.system_names and v is not None}
+    return {
+        k: ma.deliverable(str(v))
+        for k, v in found.items()
+        if k in plan.system_names and v is not None
+    }
 
 
 def finish(plan: Receive) -> dict[str, Any]:

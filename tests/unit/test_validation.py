@@ -221,17 +221,22 @@ def test_text_accepts_none_only_when_allowed() -> None:
 
 # -- JSON parameters ------------------------------------------------------------------------
 
+# The characters SQS allows (XML 1.0's): every other one is refused in a message.
+XML_CHARS = st.characters(blacklist_categories=("Cs",)).filter(
+    lambda c: c in "\t\n\r" or " " <= c <= "\ufffd" or c > "\uffff"
+)
+NOT_XML_CHARS = st.sampled_from(
+    [chr(c) for c in range(1, 32) if chr(c) not in "\t\n\r"] + ["\ufffe", "\uffff"]
+)
 JSON = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(min_value=-(2**63), max_value=2**63 - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")),
+    | st.text(XML_CHARS),
     lambda children: (
         st.lists(children, max_size=4)
-        | st.dictionaries(
-            st.text(max_size=5).filter(lambda k: "\x00" not in k), children, max_size=4
-        )
+        | st.dictionaries(st.text(XML_CHARS, max_size=5), children, max_size=4)
     ),
     max_leaves=20,
 )
@@ -259,6 +264,35 @@ def test_wide_but_shallow_documents_pass_the_depth_check() -> None:
     """More brackets than the limit is not deeper than the limit."""
     wide = {"items": [[i] for i in range(500)], "more": [{} for _ in range(500)]}
     assert json.loads(v.body(wide, None)) == wide
+
+
+@given(JSON, NOT_XML_CHARS, st.text(XML_CHARS, max_size=3), st.sampled_from(["value", "key"]))
+@QUICK
+def test_a_character_xml_cannot_carry_is_refused_anywhere_in_a_body_or_headers(
+    value, bad, around, where
+) -> None:
+    text = around + bad + around
+    poisoned = [value, text] if where == "value" else {text: value}
+    with pytest.raises(InvalidMessage, match="holds a character XML cannot carry"):
+        v.body(poisoned, None)
+    with pytest.raises(InvalidMessage, match="headers holds a character XML cannot carry"):
+        v.mapping({"h": poisoned}, "headers")
+    with pytest.raises(InvalidMessage, match="attributes holds a character XML cannot carry"):
+        v.mapping({"a": poisoned}, "attributes")
+
+
+@pytest.mark.parametrize(
+    "text", ["\\b", "\\f", "\\u0001", "C:\\bin", "\\\\u000b", "\ufffd", "\U0001fffe"]
+)
+def test_text_that_only_looks_like_a_control_characters_escape_is_kept(text) -> None:
+    assert json.loads(v.body({"t": text}, {"k": text})) == {"t": text}
+
+
+@pytest.mark.parametrize("field", ["label", "group", "dedup_id"])
+@pytest.mark.parametrize("bad", ["\x01", "\x0b", "\ufffe"])
+def test_a_label_group_or_dedup_id_xml_cannot_carry_is_refused(field, bad) -> None:
+    with pytest.raises(InvalidArgument, match=f"{field} holds U\\+{ord(bad):04X}"):
+        v.send_options(**{field: f"a{bad}"})
 
 
 def test_nesting_past_the_encoders_own_recursion_limit_is_the_same_clear_error() -> None:

@@ -4,8 +4,10 @@ The schema's own SQL (types, views, functions) lives in the ``.sql`` files besid
 module, in the order :data:`SCRIPTS` gives, with placeholders that
 :func:`pgq_django.pgmq.install.script` fills: ``@extschema@`` (the schema,
 ``PGQ["PGMQ_SCHEMA"]``), ``@pgq@`` (the schema of pgq_django's tables) and ``@channel@``
-(``PGQ["NOTIFY_CHANNEL"]`` as a literal), and ``@forever@``, the longest retention the API
-accepts, which means "never expires". The named statements that
+(``PGQ["NOTIFY_CHANNEL"]`` as a literal), ``@forever@``, the longest retention the API
+accepts, which means "never expires", and the store's text rules as literals:
+``@reserved_prefix@`` (:data:`pgq_django.validation.RESERVED_HEADER_PREFIX`) and
+``@not_xml@`` (:data:`pgq_django.validation.NOT_XML_IN_JSON`). The named statements that
 :mod:`pgq_django.pgmq.install` runs around it live with the store's others, in
 :mod:`pgq_django.store.sql.pgmq_interface`.
 """

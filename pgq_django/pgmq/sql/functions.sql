@@ -185,7 +185,11 @@ DECLARE
     new_id bigint;
     target bigint;
     sent_at timestamptz := clock_timestamp();
+    body_text text := msg::text;
 BEGIN
+    IF @extschema@._pgq_unfit_for_xml(body_text) THEN
+        PERFORM @extschema@._pgq_check_sends(ARRAY[msg], NULL);
+    END IF;
     INSERT INTO @pgq@.pgq_message (msg_id, queue_id, message, enqueued_at, vt, expires_at)
     SELECT CASE WHEN q.durable THEN nextval('@pgq@.pgq_message_msg_id_seq')
                 ELSE nextval('@pgq@.pgq_message_transient_id_seq') END,
@@ -271,9 +275,15 @@ DECLARE
     ids regclass;
     sent_at timestamptz := clock_timestamp();
     expires timestamptz;
+    -- One text for the whole batch: JSON text neither starts nor ends with a backslash, so
+    -- no escape spans two bodies.
+    bodies_text text := array_to_string(msgs, ' ');
 BEGIN
     IF msgs IS NULL OR array_length(msgs, 1) IS NULL THEN
         RAISE EXCEPTION 'msgs cannot be NULL or empty';
+    END IF;
+    IF @extschema@._pgq_unfit_for_xml(bodies_text) THEN
+        PERFORM @extschema@._pgq_check_sends(msgs, NULL);
     END IF;
     SELECT q.id,
            CASE WHEN q.durable THEN '@pgq@.pgq_message_msg_id_seq'::regclass

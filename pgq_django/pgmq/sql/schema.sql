@@ -4,7 +4,7 @@
 -- the channel a literal): @extschema@ the schema made here (PGQ["PGMQ_SCHEMA"]), @pgq@ the
 -- schema holding pgq_django's tables, @channel@ PGQ["NOTIFY_CHANNEL"], @forever@ the longest
 -- retention (seconds): a queue with it keeps its messages until they are taken, and they
--- carry no expiry.
+-- carry no expiry; @reserved_prefix@ and @not_xml@ the store's text rules (below).
 --
 -- The functions that read or write messages plan their statements once per session
 -- (plan_cache_mode = force_generic_plan). Left to choose, PostgreSQL re-plans them on every
@@ -96,6 +96,46 @@ $$;
 CREATE FUNCTION @extschema@._pgq_headers(headers jsonb) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT NULLIF(headers, '{}'::jsonb) $$;
 
+-- Whether the JSON text of a body or headers holds a character XML cannot carry: a cheap
+-- look for a backslash (a control character's escape), U+FFFE or U+FFFF first, then
+-- pgq_django.validation.NOT_XML_IN_JSON, the pattern the Python API checks with, to be sure.
+-- Written as one expression, so that it is inlined where it is used.
+CREATE FUNCTION @extschema@._pgq_unfit_for_xml(json_text text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT (strpos(json_text, chr(92)) > 0 OR strpos(json_text, chr(65534)) > 0
+            OR strpos(json_text, chr(65535)) > 0)
+           AND json_text ~ @not_xml@
+$$;
+
+-- The rules every door applies to what a send writes (pgq_django.validation's), for PGMQ's
+-- sends: header keys starting with @reserved_prefix@, in any case, are the server's own
+-- records (a reply's address, a request's correlation id, a dead letter's history), which
+-- workers and readers trust, so no sender may write one; and text XML cannot carry, which
+-- SQS refuses, could not reach an SQS client of the Query protocol. Raises; nothing is sent.
+CREATE FUNCTION @extschema@._pgq_check_sends(msgs jsonb[], headers jsonb[]) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    reserved text;
+BEGIN
+    SELECT string_agg(DISTINCT quote_literal(k), ', ') INTO reserved
+    FROM unnest(headers) AS h(header),
+         jsonb_object_keys(CASE WHEN jsonb_typeof(h.header) = 'object' THEN h.header END) AS k
+    WHERE starts_with(lower(k), @reserved_prefix@);
+    IF reserved IS NOT NULL THEN
+        RAISE EXCEPTION 'header keys starting with % are reserved for pgq_django''s own records; rename %',
+            quote_literal(@reserved_prefix@), reserved
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(msgs, headers) AS b(body, header)
+               WHERE @extschema@._pgq_unfit_for_xml(b.body::text)
+                  OR @extschema@._pgq_unfit_for_xml(b.header::text)) THEN
+        RAISE EXCEPTION 'a message or its headers hold a character XML cannot carry (allowed: #x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 to #x10FFFF)'
+            USING ERRCODE = 'character_not_in_repertoire',
+                  HINT = 'SQS refuses such text, and its Query-protocol clients could not read it.';
+    END IF;
+END;
+$$;
+
 -- Insert messages (in array order) into queue q, visible at ``visible_at``; PGMQ headers
 -- are kept as headers and 'x-pgmq-group' becomes the message group. Counts the sends for
 -- pgq_django's metrics and wakes pgq_django's own waiters (its notify channel) when the
@@ -108,6 +148,7 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     size_limit bigint := q.max_message_size;
 BEGIN
+    PERFORM @extschema@._pgq_check_sends(msgs, headers);
     -- A queue given max_length through the Python API stays bounded for PGMQ's sends too.
     IF q.max_length IS NOT NULL AND q.max_length < cardinality(msgs) + (
         SELECT count(*) FROM (SELECT 1 FROM @pgq@.pgq_message r WHERE r.queue_id = q.id
@@ -168,7 +209,16 @@ DECLARE
     new_id bigint;
     target bigint;
     sent_at timestamptz := clock_timestamp();
+    body_text text;
 BEGIN
+    IF _pgq_send_one.headers IS NOT NULL THEN
+        PERFORM @extschema@._pgq_check_sends(ARRAY[msg], ARRAY[_pgq_send_one.headers]);
+    ELSE
+        body_text := msg::text;
+        IF @extschema@._pgq_unfit_for_xml(body_text) THEN
+            PERFORM @extschema@._pgq_check_sends(ARRAY[msg], NULL);
+        END IF;
+    END IF;
     INSERT INTO @pgq@.pgq_message (msg_id, queue_id, message, headers, enqueued_at, vt,
                                    expires_at, group_id)
     SELECT CASE WHEN q.durable THEN nextval('@pgq@.pgq_message_msg_id_seq')
