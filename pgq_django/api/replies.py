@@ -31,7 +31,7 @@ from ..conf import settings
 from ..exceptions import InvalidArgument, QueueAlreadyExists, QueueNotFound, RequestTimeout
 from ..models import Message, Outcome
 from ..types import Duration, QueueRef
-from .delivery import cancel
+from .delivery import cancel, result
 from .messages import archive, delete, read
 from .queues import create_queue, get_queue
 from .recovery import recovers
@@ -110,15 +110,33 @@ def _start(
 
 def _answer(name: str, replies: str, msg_id: int, found: list[Message]) -> Any:
     if not found:
+        why = _why_unanswered(name, msg_id)
         _give_up(name, replies, msg_id)
         raise RequestTimeout(
-            f"No reply to message {msg_id} on {replies!r} in time; the request was cancelled.",
+            f"No reply to message {msg_id} on {replies!r} in time: {why} "
+            "The request was cancelled.",
             msg_id=msg_id,
             queue=name,
         )
     reply = found[0]
     delete(replies, reply.receipt)
     return reply.message
+
+
+def _why_unanswered(name: str, msg_id: int) -> str:
+    """What the request's own row says about the silence: never leased almost always means
+    no worker serves the queue (there is no record of which workers run where, so the
+    request's read count is the evidence), leased means a handler took it and did not
+    answer in time."""
+    state = result(msg_id)
+    attempts = state.attempts if state is not None else 0
+    if attempts == 0:
+        return (
+            f"no consumer leased it from {name!r} meanwhile. Is a worker serving that queue "
+            f"(manage.py pgq_worker --queue {name}), with a handler registered for it?"
+        )
+    times = "time" if attempts == 1 else "times"
+    return f"it was leased {attempts} {times} from {name!r} but no reply was sent."
 
 
 def _give_up(name: str, replies: str, msg_id: int) -> None:
