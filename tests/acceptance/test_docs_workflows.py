@@ -26,6 +26,8 @@ from tests.acceptance.test_docs import (
 )
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.docs
+
 __all__ = ["_restore_handler_registry"]  # autouse: the page's handlers do not leak
 
 PAGE = ROOT / "docs" / "workflows.md"
