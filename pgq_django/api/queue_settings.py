@@ -18,12 +18,9 @@ from .. import validation as v
 from ..conf import settings
 from ..exceptions import InvalidArgument
 from ..models import Backoff
+from ..store.sql.queues import MAX_RATE, MIN_RATE
 
 Kind = Literal["seconds", "integer", "flag", "choice", "tags", "queue", "callback", "user", "rate"]
-
-# The highest rate_limit: far above what one queue delivers, low enough that the token
-# bucket's size (rate_limit / 4) stays a small number.
-MAX_RATE = 1_000_000.0
 
 
 @dataclass(frozen=True)
@@ -84,11 +81,12 @@ class QueueSetting:
                 isinstance(value, bool)
                 or not isinstance(value, int | float)
                 or not math.isfinite(value)
-                or not 0 < value <= MAX_RATE
+                or not MIN_RATE <= value <= MAX_RATE
             ):
                 raise InvalidArgument(
-                    f"{name} must be a number of messages per second above 0 and at most "
-                    f"{MAX_RATE:,.0f} (or None for no limit), not {value!r}.",
+                    f"{name} must be a number of messages per second from {MIN_RATE} (one "
+                    f"every {1 / MIN_RATE:,.0f} seconds) to {MAX_RATE:,.0f} (or None for no "
+                    f"limit), not {value!r}.",
                     field=name,
                 )
             return float(value)
@@ -105,11 +103,10 @@ class QueueSetting:
             "queue": {"type": "string"},
             "callback": {"type": "string"},
             "user": {"type": "string"},
-            # OpenAPI 3.0's form: the bound in minimum, exclusiveMinimum a flag.
-            "rate": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": MAX_RATE},
+            "rate": {"type": "number"},
         }
         schema = dict(types[self.kind])
-        if self.kind in ("seconds", "integer"):
+        if self.kind in ("seconds", "integer", "rate"):
             schema["minimum"] = self.minimum or 0
             schema["maximum"] = self.maximum
         if self.nullable:
@@ -269,6 +266,8 @@ QUEUE_SETTINGS: dict[str, QueueSetting] = {
             "rate",
             "Most messages leased per second, across every worker and consumer (none: no "
             "limit). Reads over it get fewer messages or none and try again.",
+            minimum=MIN_RATE,
+            maximum=MAX_RATE,
             nullable=True,
         ),
         QueueSetting(

@@ -53,13 +53,17 @@ def test_a_choice_is_one_of_its_listed_values_and_the_schema_lists_them() -> Non
     assert backoff.json_schema()["enum"] == ["none", "linear", "exponential"]
 
 
-@pytest.mark.parametrize("value", [0, -1, 0.0, float("inf"), float("nan"), True, "5", 2e6])
+@pytest.mark.parametrize(
+    "value", [0, -1, 0.0, 5e-324, 0.0009, float("inf"), float("nan"), True, "5", 2e6]
+)
 def test_a_rate_limit_is_a_positive_number_of_messages_per_second(value: object) -> None:
     setting = QUEUE_SETTINGS["rate_limit"]
     assert setting.check(None) is None
     assert setting.check(20) == 20.0 and setting.check(0.5) == 0.5
-    assert "messages per second" in _refused(setting, value).message
-    assert setting.json_schema()["type"] == "number"
+    assert setting.check(0.001) == 0.001 and setting.check(1_000_000) == 1_000_000.0
+    assert "messages per second from 0.001" in _refused(setting, value).message
+    schema = setting.json_schema()
+    assert (schema["type"], schema["minimum"], schema["maximum"]) == ("number", 0.001, 1e6)
 
 
 def test_a_concurrency_limit_is_a_whole_number_from_one() -> None:

@@ -11,6 +11,24 @@ from __future__ import annotations
 from . import messages
 from .fragments import COLS, UNLIMITED_QUEUE
 
+# The bounds of a queue's rate_limit (messages per second): at least one message every
+# 1,000 seconds (about 17 minutes), at most far above what one queue delivers, low enough
+# that the token bucket's size (rate_limit / 4) stays a small number. The API refuses a
+# setting outside them; the limited lease reads a stored value outside them (set with raw
+# SQL or by an older release: a subnormal number would underflow the bucket's arithmetic
+# and fail every read) as the nearest bound, so a setting never turns a read into an error.
+MIN_RATE = 0.001
+MAX_RATE = 1_000_000.0
+
+
+def _rate(column: str) -> str:
+    """A stored rate_limit, NULL (no limit) or within the bounds."""
+    return (
+        f"CASE WHEN {column} IS NOT NULL "
+        f"THEN least(greatest({column}, {MIN_RATE}), {MAX_RATE:.1f}) END"
+    )
+
+
 # -- queue_state -- Why a statement found nothing: the queue's existence, pause, size limit,
 # shape (FIFO or not, archives on ack or not) and length limit.
 QUEUE_STATE = (
@@ -40,7 +58,7 @@ FOR UPDATE OF l
 # set), found by one pass over the queue's messages.
 ADD_LIMIT = f"""
 INSERT INTO pgq_queue_limit (queue_id, tokens, refreshed_at, held_ids, held_cts)
-SELECT q.id, greatest(1, coalesce(q.rate_limit, 0) / 4), clock_timestamp(),
+SELECT q.id, greatest(1, coalesce({_rate("q.rate_limit")}, 0) / 4), clock_timestamp(),
        coalesce(array_agg(m.msg_id ORDER BY m.msg_id) FILTER (WHERE m.msg_id IS NOT NULL),
                 '{{}}'),
        coalesce(array_agg(m.read_ct ORDER BY m.msg_id) FILTER (WHERE m.msg_id IS NOT NULL),
@@ -79,7 +97,8 @@ def _limited(read: str) -> str:
     ).replace("%(qty)s::int", "(SELECT n FROM budget)")
     return f"""
 WITH lq AS (
-    SELECT id, rate_limit, concurrency_limit FROM pgq_queue
+    SELECT id, {_rate("rate_limit")} AS rate_limit, concurrency_limit
+    FROM pgq_queue
     WHERE name = %(queue)s AND NOT ({UNLIMITED_QUEUE})
 ), l AS (
     SELECT l.* FROM pgq_queue_limit l WHERE l.queue_id = (SELECT id FROM lq)
