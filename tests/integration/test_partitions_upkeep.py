@@ -8,6 +8,8 @@ test's transaction, which PostgreSQL rolls back DDL and all.
 
 from __future__ import annotations
 
+import signal
+import threading
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, connections
 from django.test import override_settings
 
 import pgq_django as pgq
@@ -270,3 +272,30 @@ def test_with_export_required_retention_deletes_no_unexported_archive_row(make_q
     ) == [ids[1]]
     assert prune()["archive_pruned"] >= 1  # without the requirement, retention alone decides
     assert not ArchivedMessage.objects.filter(msg_id__in=ids).exists()
+
+
+def test_the_command_runs_from_a_thread_that_is_not_the_main_one(past_every_range):
+    """A scheduler or job runner calls it from its own thread, where no signal handler can
+    be installed: the upkeep runs (here its dry run, which changes nothing) all the same."""
+    lower = past_every_range + 10 * SIZE
+    out = StringIO()
+    errors: list[BaseException] = []
+
+    def upkeep_in_a_thread() -> None:
+        try:
+            call_command("pgq_partitions", "--dry-run", stdout=out)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    before = signal.getsignal(signal.SIGINT)
+    thread = threading.Thread(target=upkeep_in_a_thread)
+    thread.start()
+    thread.join()
+
+    assert errors == []
+    assert f"would create pgq_message_r{lower}" in out.getvalue()
+    assert signal.getsignal(signal.SIGINT) is before
+    made = {p.name for p in partitions.list_partitions("pgq_message")}
+    assert f"pgq_message_r{lower}" not in made  # a dry run

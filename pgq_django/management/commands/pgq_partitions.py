@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import threading
 import time
 from typing import Any
 
@@ -51,10 +52,16 @@ class Command(BaseCommand):
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
-        previous = {
-            sig: signal.signal(sig, stop_after_this_action)
-            for sig in (signal.SIGINT, signal.SIGTERM)
-        }
+        # Only the main thread may install signal handlers. Called from another thread (a
+        # scheduler, a job runner), the run is not the process's to stop: it runs to the end.
+        previous = (
+            {
+                sig: signal.signal(sig, stop_after_this_action)
+                for sig in (signal.SIGINT, signal.SIGTERM)
+            }
+            if threading.current_thread() is threading.main_thread()
+            else {}
+        )
         started = time.monotonic()
         prefix = "would " if dry_run else ""
         count = 0
