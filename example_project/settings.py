@@ -9,6 +9,7 @@ Not production settings: the secret key and DEBUG are for a local demo.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from pgq_django.testing import database_settings
@@ -21,8 +22,12 @@ DEBUG = os.environ.get("DEMO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
 
 DATABASES = {"default": database_settings(REPO_DIR / ".pgdata" / "demo")}
-# Keep connections between requests (the ASGI server's few threads reuse theirs).
-DATABASES["default"]["CONN_MAX_AGE"] = 60
+# Keep connections between requests where a fixed set of threads serves them (uvicorn
+# through pgq_django.asgi, as make demo serves it; gunicorn). Not under runserver: its thread
+# per client connection would keep one idle PostgreSQL connection per open HTTP connection.
+# docs/howto/connections.md says what to set for each kind of server.
+if "runserver" not in sys.argv:
+    DATABASES["default"]["CONN_MAX_AGE"] = 60
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 INSTALLED_APPS = [
