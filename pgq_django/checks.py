@@ -9,7 +9,7 @@ from django.core import checks
 from django.db import connections
 
 from .conf import DEFAULTS, REMOVED_SETTINGS, removed_message, settings, unknown_key_message
-from .pgmq.install import schema_setting_problem
+from .pgmq.install import missing_schema_problem, schema_setting_problem
 from .readiness import (
     not_migrated_message,
     unapplied_migrations,
@@ -114,7 +114,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 def check_database(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """Unapplied migrations (W001) and handlers of queues that do not exist (W002).
+    """Unapplied migrations (W001), handlers of queues that do not exist (W002), and a
+    configured PGMQ SQL interface that is not installed (W003).
 
     Runs when the checks run without naming databases (``manage.py check``, ``runserver``,
     ``pgq_worker``): ``migrate`` names the database it is about to migrate, and the test
@@ -141,8 +142,12 @@ def check_database(
         autodiscover()
         missing = unknown_queues(registered())
     except Exception:
-        return []
-    return [
+        missing = {}
+    try:
+        pgmq_missing = missing_schema_problem(alias)
+    except Exception:  # a setting E009 reports, or a database that stopped answering
+        pgmq_missing = None
+    found: list[checks.CheckMessage] = [
         checks.Warning(
             unknown_queue_message(name, close),
             hint="Create the queue, or correct the name given to @pgq.handler.",
@@ -150,3 +155,12 @@ def check_database(
         )
         for name, close in missing.items()
     ]
+    if pgmq_missing is not None:
+        found.append(
+            checks.Warning(
+                pgmq_missing,
+                hint="PGMQ clients find no pgmq functions until it is installed.",
+                id="pgq_django.W003",
+            )
+        )
+    return found

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from typing import Any
 
 from django.db import connections, transaction
@@ -195,14 +196,40 @@ def on_pre_migrate(using: str, plan: Any = None, **kwargs: Any) -> None:
     _CARRIED[using] = uninstall(using)
 
 
+def missing_schema_problem(using: str | None = None) -> str | None:
+    """Why the configured interface is not in the database, or None (not configured, or
+    there). The system checks say it, so a PGMQ client's "function pgmq.send does not
+    exist" is explained before anyone meets it."""
+    alias = using or settings.DATABASE
+    schema = configured_schema()
+    if schema is None:
+        return None
+    own = _own_schema(schema, alias)
+    if own is True:
+        return None
+    if own is False:
+        return (
+            f"PGQ['PGMQ_SCHEMA'] is {schema!r}, but a schema of that name that pgq_django did "
+            "not make is in the way: migrate will not replace it. Rename or drop it, or "
+            "choose another name."
+        )
+    return (
+        f"PGQ['PGMQ_SCHEMA'] is {schema!r}, but the PGMQ SQL interface is not installed in "
+        f"database {alias!r}: run manage.py migrate to install it."
+    )
+
+
 def tables_ready(using: str | None = None) -> bool:
     """Whether pgq_django's tables are migrated far enough to carry the interface."""
     row = db.run_one(statements.TABLES_READY, None, using or settings.DATABASE, prepare=False)
     return bool(row and row.ready)
 
 
-def on_post_migrate(using: str, plan: Any = None, **kwargs: Any) -> None:
-    """``post_migrate`` of pgq_django: install the schema when the setting names it.
+def on_post_migrate(
+    using: str, plan: Any = None, verbosity: int = 1, stdout: Any = None, **kwargs: Any
+) -> None:
+    """``post_migrate`` of pgq_django: install the schema when the setting names it, and say
+    so in ``migrate``'s output (a schema appearing in the database is worth a line).
 
     Only after ``migrate`` (which passes its plan), not after ``flush``, which sends the
     signal too and changes no schema. With the setting unset, the schema stays removed;
@@ -217,4 +244,9 @@ def on_post_migrate(using: str, plan: Any = None, **kwargs: Any) -> None:
     if not tables_ready(using):
         logger.info("event=pgmq_schema_waiting reason=tables_not_migrated")
         return
-    install(using, throttles=carried)
+    schema = install(using, throttles=carried)
+    if verbosity >= 1:
+        (stdout or sys.stdout).write(
+            f"  Installed the PGMQ SQL interface in schema {schema!r}: PGMQ 1.13.0's "
+            f"functions and types, {schema}.meta, and a q_<name>/a_<name> view per queue.\n"
+        )
