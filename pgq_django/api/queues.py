@@ -131,7 +131,20 @@ def create_queue(
                 ensure_transient_ranges()
             return queue
     except IntegrityError:
-        raise QueueAlreadyExists(f"Queue {name!r} already exists.", queue=name) from None
+        raise _taken(name) from None
+
+
+def _taken(name: str) -> QueueAlreadyExists:
+    """The error for a name a queue holds, exactly or but for case (which PGMQ's clients
+    would read as the same queue)."""
+    other = Queue.objects.db_manager(_db()).name_folded_as(name)
+    if other is None or other == name:
+        return QueueAlreadyExists(f"Queue {name!r} already exists.", queue=name)
+    return QueueAlreadyExists(
+        f"Queue {other!r} already exists, and {name!r} differs from it only in case: PGMQ's "
+        "clients would read both names as one queue. Choose another name.",
+        queue=name,
+    )
 
 
 @recovers()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
+from django.db.models.functions import Lower
 
 from ..store.managers import QueueManager
 
@@ -105,6 +106,17 @@ class Queue(models.Model):
         app_label = "pgq_django"
         db_table = "pgq_queue"
         ordering = ["name"]
+        constraints = [
+            # PGMQ folds a name to lower case (its tables, and our views, are q_<lower name>),
+            # so two names differing only in case would be one queue to its clients: a second
+            # one could take over the first's views. One queue per folded name, whatever door
+            # creates or renames it.
+            models.UniqueConstraint(
+                Lower("name"),
+                name="pgq_queue_name_folded_uniq",
+                violation_error_message="A queue of this name, ignoring case, already exists.",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name

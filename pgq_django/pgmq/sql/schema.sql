@@ -396,7 +396,9 @@ BEGIN
     VALUES (queue_name, false, 30, 0, @forever@, 2147483647, 30, 'none', 30, false,
         2147483647, NULL, false, false, NULL, NULL, '', now(), now(), NULL, NULL, false, 0,
         '{}'::jsonb, _pgq_create.durable)
-    ON CONFLICT (name) DO NOTHING;
+    -- A queue of this name, or of one differing only in case, made meanwhile (the
+    -- Python API does not take PGMQ's lock) is left as it is too.
+    ON CONFLICT DO NOTHING;
 END;
 $$;
 
@@ -455,12 +457,29 @@ JOIN @pgq@.pgq_queue q ON q.id = b.queue_id;
 -- a_<name> (the archive), kept in step with pgq_queue by the trigger below. The q_ view is
 -- simple, so PostgreSQL updates pgq_message through it: UPDATE pgmq.q_x SET vt = ... works
 -- and touches only that queue's messages; an INSERT through it fails (no queue id).
+-- Each view's comment names the queue it belongs to ('pgq queue <id>'), and a view that
+-- belongs to another queue is never replaced: PGMQ folds names to lower case, and a
+-- second queue whose name differs only in case (which pgq_queue's unique index on
+-- lower(name) refuses; a database that predates it could hold one) must not take over the
+-- first's views.
 CREATE FUNCTION @extschema@._pgq_make_views(queue_id bigint, queue_name text) RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+    owner text;
 BEGIN
     IF length(queue_name) > 61 THEN
         RETURN;  -- q_<name> would be cut to 63 bytes: no view for such a name
     END IF;
+    FOREACH owner IN ARRAY ARRAY[
+        obj_description(to_regclass(format('@extschema@.%I', lower('q_' || queue_name))),
+                        'pg_class'),
+        obj_description(to_regclass(format('@extschema@.%I', lower('a_' || queue_name))),
+                        'pg_class')
+    ] LOOP
+        IF owner <> 'pgq queue ' || queue_id THEN
+            RETURN;  -- another queue's views
+        END IF;
+    END LOOP;
     EXECUTE format(
         'CREATE OR REPLACE VIEW @extschema@.%I AS '
         'SELECT msg_id, read_ct, enqueued_at, last_read_at, vt, message, '
@@ -504,6 +523,10 @@ BEGIN
         IF TG_OP = 'DELETE' THEN
             DELETE FROM @extschema@.notify_insert_throttle WHERE queue_id = OLD.id;
         END IF;
+        -- Views it gave up go to the queue PGMQ's calls would find by that name now.
+        PERFORM @extschema@._pgq_make_views(q.id, q.name) FROM @pgq@.pgq_queue q
+        WHERE lower(q.name) = lower(OLD.name) AND q.id <> OLD.id
+        ORDER BY q.id LIMIT 1;
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
         PERFORM @extschema@._pgq_make_views(NEW.id, NEW.name);

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models.functions import Lower
+
 from ... import seams
 from .. import db
 from ..sql import access as rights
@@ -15,6 +17,17 @@ from .users import with_user_tables
 
 class QueueManager(SqlManager):
     """``Queue.objects``."""
+
+    def name_folded_as(self, name: str) -> str | None:
+        """The name of the queue whose name, folded to lower case as PGMQ folds it, is
+        ``name``'s (at most one: the table's unique index on ``lower(name)``)."""
+        found: str | None = (
+            self.annotate(folded=Lower("name"))
+            .filter(folded=name.lower())
+            .values_list("name", flat=True)
+            .first()
+        )
+        return found
 
     def lock_dead_letter_graph(self) -> None:
         """Take turns (until commit) with other changes of dead-letter queues, so two of
