@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 import pgq_django as pgq
 from pgq_django.models import ArchivedMessage, Dependency, Message
-from tests.conftest import wait_until
+from tests.conftest import _conninfo, wait_until
 from tests.pgmq_support import pgmq_sql  # noqa: F401  (a fixture)
 
 
@@ -282,3 +282,21 @@ def test_two_members_acked_at_once_in_two_transactions_release_the_follow_up_onc
         "acked"
     }
     assert not ArchivedMessage.objects.filter(msg_id=follow_up).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_release_wakes_the_dependants_queue_on_the_configured_channel(make_queue):
+    from django.conf import settings
+
+    from pgq_django.conf import settings as pgq_settings
+
+    q, then = make_queue(), make_queue()
+    first = pgq.send(q, "first")
+    pgq.send(then, "second", after=[first])
+    dsn = _conninfo(settings.DATABASES["default"]["NAME"])
+    with psycopg.connect(dsn, autocommit=True) as listener, psycopg.connect(dsn) as acker:
+        listener.execute(f'LISTEN "{pgq_settings.NOTIFY_CHANNEL}"')
+        acker.execute("DELETE FROM pgq_message WHERE msg_id = %s", [first])
+        acker.commit()
+        woken = [n.payload for n in listener.notifies(timeout=30, stop_after=1)]
+    assert woken == [then.name]
