@@ -83,8 +83,8 @@ def default_duties(interval: float) -> list[Duty]:
         Duty("rescue", rescue_expired_leases, min(5.0, interval)),
         # Every second: a tick is sent within about a second of its time.
         Duty("schedules", schedules.enqueue_due, min(1.0, interval)),
-        # Every second: dependants of messages acknowledged elsewhere than in a worker are
-        # released (or dead-lettered) within about a second.
+        # Every second, a safety net: the ack itself releases dependants (the store's
+        # triggers); this catches waits it could not settle, within about a second.
         Duty("workflows", workflows.resolve_waits, min(1.0, interval)),
         Duty("workflow_prune", workflows.prune, interval),
         Duty("expire", expire_messages, interval),
