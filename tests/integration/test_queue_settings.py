@@ -106,7 +106,7 @@ def test_the_rest_request_fields_and_openapi_bounds_come_from_the_table(db):
     for rest_name, name in QUEUE_FIELDS.items():
         setting = pgq.QUEUE_SETTINGS[name]
         assert properties[rest_name]["description"] == setting.doc, rest_name
-        if setting.kind in ("seconds", "integer"):
+        if setting.kind in ("seconds", "integer", "rate"):
             assert properties[rest_name]["minimum"] == (setting.minimum or 0), rest_name
             assert properties[rest_name]["maximum"] == setting.maximum, rest_name
 
@@ -118,7 +118,7 @@ def _docs_row(setting: pgq.QueueSetting) -> str:
         return str(int(x)) if float(x).is_integer() else str(x)
 
     bounds = ""
-    if setting.kind in ("seconds", "integer"):
+    if setting.kind in ("seconds", "integer", "rate"):
         bounds = f"{number(setting.minimum or 0)} to {number(setting.maximum)}"
     elif setting.kind == "choice":
         bounds = " / ".join(f"`{c}`" for c in setting.choices)
