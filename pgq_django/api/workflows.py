@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connections, transaction
+from django.db.migrations.recorder import MigrationRecorder
 
 from .. import validation as v
 from ..conf import settings
@@ -59,6 +60,8 @@ HELD_YEAR = 9000
 MAX_DEPENDENCIES = 1000
 #: Waits one resolve looks at.
 RESOLVE_BATCH = 1000
+# The migration that makes the awaited-message triggers whose function post_migrate installs.
+TRIGGERS_MIGRATION = ("pgq_django", "0018_release_on_ack")
 # A dependant is sent with this delay before it is held, so its send wakes nobody.
 _HOLD_DELAY = 3600.0
 _SUCCEEDED = frozenset({"acked", "archived"})
@@ -149,11 +152,13 @@ def resolve_waits(ids: Sequence[int] | None = None) -> dict[str, int]:
 def install_functions(using: str, plan: Any = None, **kwargs: Any) -> None:
     """``post_migrate`` of pgq_django: (re)make the store's resolving function and the
     awaited-message triggers' function with this process's settings. Only after
-    ``migrate`` (``flush`` sends the signal too, without a plan) and while the tables
-    exist (not after migrating back to zero)."""
+    ``migrate`` (``flush`` sends the signal too, without a plan) and while the migration
+    that makes the triggers is applied: after migrating back past it (to zero, say), the
+    functions would be left behind, and applying it again would find them there."""
     if plan is None or using != settings.DATABASE:
         return
-    if "pgq_message" not in connections[using].introspection.table_names():
+    applied = MigrationRecorder(connections[using]).applied_migrations()
+    if TRIGGERS_MIGRATION not in applied:
         return
     Dependency.objects.db_manager(using).install_functions(batch=RESOLVE_BATCH)
 
