@@ -20,20 +20,32 @@ from pgq_django.testing import LiveServer, start_asgi_server
 from tests.conftest import ROOT, subprocess_env
 
 PASSWORD = "pw-" + uuid.uuid4().hex[:8]
-# libpq's application_name of the server's connections, so teardown can wait for them.
+# The start of libpq's application_name of every live server's connections (the server's
+# own follows it), so tests tell them from their own and teardown can wait for them.
 SERVER_APP_NAME = "pgq-test-server"
+# Each live server's own application_name, by process id.
+_app_names: dict[int, str] = {}
+
+
+def server_app_name() -> str:
+    """An application_name for one live server: the shared start, then a part of its own,
+    so a teardown waits for the backends of the server it stopped, not for another's that
+    is still running (a session's server outlives a module's)."""
+    return f"{SERVER_APP_NAME}-{uuid.uuid4().hex[:8]}"
 
 
 def start_uvicorn(app: str = "tests.asgi:application", **env: str) -> tuple[Any, str, Any]:
     """(process, base URL, listening socket) of a uvicorn child on 127.0.0.1:<ephemeral>,
     serving the test settings on the test database (pgq_django.testing.start_asgi_server)."""
+    name = server_app_name()
     server = start_asgi_server(
         app,
-        env=subprocess_env(**{"PGAPPNAME": SERVER_APP_NAME, **env}),
+        env=subprocess_env(**{"PGAPPNAME": name, **env}),
         cwd=ROOT,
         ready_path="/v1/queues",
         options=["--timeout-keep-alive", "30"],
     )
+    _app_names[server.process.pid] = name
     return server.process, server.url, server.listener
 
 
@@ -41,9 +53,14 @@ def stop(proc: Any, sock: Any) -> None:
     LiveServer(proc, "", sock).stop()
 
 
-def wait_for_server_connections_to_close(timeout: float = 20.0) -> None:
+def app_name_of(proc: Any) -> str:
+    """The application_name of a server :func:`start_uvicorn` started."""
+    return _app_names[proc.pid]
+
+
+def wait_for_server_connections_to_close(app_name: str, timeout: float = 20.0) -> None:
     """PostgreSQL ends a backend shortly after its client goes; the test database can be
-    dropped only once the server's backends are gone."""
+    dropped only once the backends of the server named ``app_name`` are gone."""
     from django.db import connection
 
     deadline = time.monotonic() + timeout
@@ -52,7 +69,7 @@ def wait_for_server_connections_to_close(timeout: float = 20.0) -> None:
             cursor.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
                 " AND datname = current_database()",
-                [SERVER_APP_NAME],
+                [app_name],
             )
             if cursor.fetchone()[0] == 0:
                 return
@@ -65,7 +82,7 @@ def live_url(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
     yield base
     stop(proc, sock)
     with django_db_blocker.unblock():
-        wait_for_server_connections_to_close()
+        wait_for_server_connections_to_close(app_name_of(proc))
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from rest_framework.authtoken.models import Token
 import pgq_django as pgq
 from pgq_django.testing import start_asgi_server
 from tests.conftest import ROOT, subprocess_env, wait_until
-from tests.http_server import PASSWORD, SERVER_APP_NAME, wait_for_server_connections_to_close
+from tests.http_server import PASSWORD, server_app_name, wait_for_server_connections_to_close
 from tests.password_gate import GATE_ENV, PASSWORD_THREAD_PREFIX, HashGate
 
 QUEUE = 5  # PGQ["REST_PASSWORD_QUEUE"] of the server: checks that may wait for the thread
@@ -49,8 +49,9 @@ def module_gate() -> Iterator[HashGate]:
 
 @pytest.fixture(scope="module")
 def server(module_gate: HashGate, django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
+    app_name = server_app_name()
     env = subprocess_env(
-        PGAPPNAME=SERVER_APP_NAME,
+        PGAPPNAME=app_name,
         PGQ_TEST_PGQ=json.dumps(SERVER_PGQ),
         **{GATE_ENV: module_gate.path},
     )
@@ -60,7 +61,7 @@ def server(module_gate: HashGate, django_db_setup: Any, django_db_blocker: Any) 
     module_gate.open()
     live.stop()
     with django_db_blocker.unblock():
-        wait_for_server_connections_to_close()
+        wait_for_server_connections_to_close(app_name)
 
 
 @pytest.fixture

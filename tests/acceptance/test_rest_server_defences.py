@@ -25,6 +25,7 @@ from tests.conftest import needs_direct_server, wait_until
 from tests.http_server import (
     PASSWORD,
     SERVER_APP_NAME,
+    app_name_of,
     start_uvicorn,
     stop,
     wait_for_server_connections_to_close,
@@ -40,7 +41,7 @@ def server(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
     yield base
     stop(proc, sock)
     with django_db_blocker.unblock():
-        wait_for_server_connections_to_close()
+        wait_for_server_connections_to_close(app_name_of(proc))
 
 
 def raw_request(base: str, head: str, body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
@@ -156,9 +157,9 @@ def terminate_server_connections() -> None:
         pids = [
             row[0]
             for row in admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+                "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s"
                 " AND datname = current_database()",
-                [SERVER_APP_NAME],
+                [SERVER_APP_NAME + "-%"],
             )
         ]
         assert pids
@@ -273,7 +274,7 @@ def test_a_chunked_body_past_the_limit_is_answered_413_before_it_ends(
     finally:
         stop(proc, sock)
         with django_db_blocker.unblock():
-            wait_for_server_connections_to_close()
+            wait_for_server_connections_to_close(app_name_of(proc))
     assert status == 413
     assert json.loads(body)["error"] == {
         "code": "request_too_large",

@@ -16,6 +16,8 @@ from tests.conftest import wait_until
 from tests.http_server import SERVER_APP_NAME
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# The store's services under test: this process runs them, as a worker's does.
+RUNS_SERVICES = True
 
 
 def listen_backends() -> int:
@@ -23,8 +25,9 @@ def listen_backends() -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND query ILIKE 'LISTEN%%' AND state IS NOT NULL AND application_name <> %s",
-            [SERVER_APP_NAME],
+            " AND query ILIKE 'LISTEN%%' AND state IS NOT NULL"
+            " AND application_name NOT LIKE %s",
+            [SERVER_APP_NAME + "-%"],
         )
         return int(cursor.fetchone()[0])
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.http_server import start_uvicorn, stop, wait_for_server_connections_to_close
+from tests.http_server import app_name_of, start_uvicorn, stop, wait_for_server_connections_to_close
 
 # The two ways pgq_django.asgi serves the endpoint: through Django's request cycle (the
 # view, as any server running Django's handler does) and through the lean ASGI path.
@@ -43,7 +43,7 @@ def sqs_endpoint(
     finally:
         stop(proc, sock)
         with django_db_blocker.unblock():
-            wait_for_server_connections_to_close()
+            wait_for_server_connections_to_close(app_name_of(proc))
 
 
 @pytest.fixture

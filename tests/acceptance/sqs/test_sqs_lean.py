@@ -29,7 +29,12 @@ import pgq_django as pgq
 from pgq_django.models import AccessKey
 from pgq_django.sqs.asgi import LeanEndpoint
 from tests.conftest import wait_until
-from tests.http_server import start_uvicorn, stop, wait_for_server_connections_to_close
+from tests.http_server import (
+    app_name_of,
+    start_uvicorn,
+    stop,
+    wait_for_server_connections_to_close,
+)
 from tests.middleware import MARK
 
 from .test_sqs_security import _post, _signed
@@ -231,7 +236,7 @@ def strict_endpoint(django_db_setup: Any, django_db_blocker: Any) -> Iterator[st
     finally:
         stop(proc, sock)
         with django_db_blocker.unblock():
-            wait_for_server_connections_to_close()
+            wait_for_server_connections_to_close(app_name_of(proc))
 
 
 def _send_kept(endpoint: str, queue_url: str, raw_key: tuple[AccessKey, str], **headers: str):
