@@ -48,10 +48,11 @@ DEFAULTS: dict[str, Any] = {
     # Take the shortcuts of pgq_django.seams through Django's and asgiref's internals on the
     # hot paths (each falls back to the public API when not detected). False: public API only.
     "FAST_PATHS": True,
-    # Let a process start its background services on demand (the counter flusher and the
-    # trailing wake-ups of throttled sends: docs/operations.md). False: no thread is started;
-    # each send and ack writes its counter row and notifies in its own statement.
-    "BACKGROUND_SERVICES": True,
+    # Let a process that is not a worker run the store's services too (the counter flusher,
+    # the trailing wake-ups of throttled sends and the LISTEN hub: docs/operations.md).
+    # Workers always run them. False (a web process): no thread is started; each send and
+    # ack writes its counter row and notifies in its own statement, and waits poll.
+    "BACKGROUND_SERVICES": False,
     # Channel used for LISTEN/NOTIFY wake-ups; the payload is the queue name.
     "NOTIFY_CHANNEL": "pgq",
     # LISTEN for wake-ups (one connection per process). False: waiters and workers poll.

@@ -21,8 +21,14 @@ on demand, the first time a send leaves them work. They are listed in one regist
 that fork handling (a child starts with none of its parent's state or threads) and shutdown
 (the last work written when the interpreter exits) happen in one place for all of them;
 :func:`process_services` lists them and :func:`stop_process_services` stops them.
-``PGQ["BACKGROUND_SERVICES"] = False`` keeps them from starting at all: their work is then
-done inline by the statement that made it (docs/operations.md, "Threads in a web process").
+Which processes run them is a matter of role: a worker runs them (:meth:`Worker.start
+<pgq_django.worker.loop.Worker.start>` calls :func:`run_services`), a web process does not
+unless it opts in with ``PGQ["BACKGROUND_SERVICES"] = True``. A thread a web server did not
+ask for surprises it (uWSGI without ``enable-threads``, servers that import the application
+before forking, thread dumps full of strangers), so by default a web process does the work
+inline: each send and ack writes its counter row and notifies in its own statement, and a
+wait re-checks on its poll interval instead of starting the LISTEN hub
+(:func:`services_run`; docs/operations.md, "Threads in a web process").
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from django.db import connections
+
+from .conf import settings
 
 logger = logging.getLogger("pgq_django.services")
 
@@ -194,6 +202,29 @@ class ProcessService(Service[C]):
 
 
 _REGISTRY: list[ProcessService[Any]] = []
+
+# The workers running in this process (see run_services): a set rather than a flag, so a
+# worker started and stopped inside another program (a test, a management command) leaves
+# the process as it found it.
+_RUNNERS: set[int] = set()
+
+
+def run_services(owner: object) -> None:
+    """Let this process run the store's services while ``owner`` (a worker) runs."""
+    _RUNNERS.add(id(owner))
+
+
+def release_services(owner: object) -> None:
+    """``owner`` has stopped: unless another worker runs here or the project opted in, new
+    work is done inline again (services already running finish what they hold)."""
+    _RUNNERS.discard(id(owner))
+
+
+def services_run() -> bool:
+    """Whether this process runs the store's services: a worker runs in it, or the project
+    opted in (``PGQ["BACKGROUND_SERVICES"] = True``). Asked on every send and ack, so it
+    reads a set and a cached setting, nothing more."""
+    return bool(_RUNNERS) or bool(settings.BACKGROUND_SERVICES)
 
 
 def process_services() -> list[ProcessService[Any]]:

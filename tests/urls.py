@@ -1,3 +1,5 @@
+import threading
+
 from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
@@ -16,10 +18,16 @@ def wakeup_groups(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"groups": notify.hub().groups(), "waiters": notify.hub().waiters()})
 
 
+def threads(request: HttpRequest) -> JsonResponse:
+    """Test-only: the names of this server process's Python threads."""
+    return JsonResponse({"threads": sorted(t.name for t in threading.enumerate())})
+
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("_test/waiters", waiters),
     path("_test/wakeup_groups", wakeup_groups),
+    path("_test/threads", threads),
     path("", include("pgq_django.rest.urls")),
     path("sqs/", include("pgq_django.sqs.urls")),
 ]

@@ -38,6 +38,12 @@ meets the database error there if the server is really gone), reconnects with a 
 pause, and wakes them all again once it listens anew: whatever was sent while nobody was
 listening is found by that re-check. Waiters also re-check after their poll interval, so
 polling stays the fallback, never the mechanism.
+
+The hub listens only in a process that runs the store's services (a worker, or a web
+process that opted in: :func:`pgq_django.services.services_run`) with ``PGQ["LISTEN"]`` on.
+Elsewhere it is *quiet*: the same bookkeeping of waiters and groups, but no thread and no
+connection, so a web process's waits re-check on their poll interval (the head of each
+group only) and a send's notification wakes nobody here.
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ from django.db import connections
 from psycopg.sql import Identifier
 
 from ..conf import settings
-from ..services import ProcessService, ServiceConfig
+from ..services import ProcessService, ServiceConfig, services_run
 from . import db
 from .sql import notify as statements
 
@@ -215,17 +221,19 @@ class Interest:
 
 class Hub(ProcessService[ServiceConfig]):
     """The process's one LISTEN connection for a database alias, and its reading thread
-    (``pgq-notify``, a process service: started by the first wait, stopped at exit)."""
+    (``pgq-notify``, a process service: started by the first wait, stopped at exit), or,
+    made with ``listening=False``, the quiet hub of a process that listens not at all (see
+    the module docstring)."""
 
     thread_name = "pgq-notify"
 
-    def __init__(self, alias: str | None = None) -> None:
+    def __init__(self, alias: str | None = None, *, listening: bool = True) -> None:
         super().__init__(ServiceConfig(stop_timeout=10.0))
         self.alias = alias or settings.DATABASE
         self.channel = settings.NOTIFY_CHANNEL
         self.pid = os.getpid()
         self._params = listen_params(self.alias)
-        self.listening = bool(settings.LISTEN)
+        self.listening = listening
         self.ready = threading.Event()
         self.connects = 0  # how many times the hub (re)connected; tests and logs read it
         # Per queue: interests without a group, and per group the interests in arrival order
@@ -236,7 +244,12 @@ class Hub(ProcessService[ServiceConfig]):
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._conn: psycopg.Connection[Any] | None = None
-        self.start()
+        if listening:
+            self.start()
+        else:
+            # Nothing to hear: waiters are ready at once and re-check on their poll interval
+            # (the head of each group, see leads()).
+            self.ready.set()
 
     # Registration ------------------------------------------------------------------------
 
@@ -391,12 +404,6 @@ class Hub(ProcessService[ServiceConfig]):
         return conn
 
     def run(self) -> None:
-        if not self.listening:
-            # PGQ["LISTEN"] is False: no connection, nothing to hear. Waiters are ready at
-            # once and re-check on their poll interval (the head of each group, see leads()).
-            self.ready.set()
-            self._stop.wait()
-            return
         failures = 0
         while not self._stop.is_set():
             try:
@@ -507,7 +514,8 @@ class Hub(ProcessService[ServiceConfig]):
 
     @property
     def alive(self) -> bool:
-        return self.pid == os.getpid() and not self.stopping and self.is_running
+        running = self.is_running or not self.listening  # a quiet hub has no thread
+        return self.pid == os.getpid() and not self.stopping and running
 
 
 _hubs: dict[str, Hub] = {}
@@ -515,17 +523,21 @@ _hubs_lock = threading.Lock()
 
 
 def hub(alias: str | None = None) -> Hub:
-    """This process's hub for ``alias``, started on first use (and again after a fork)."""
+    """This process's hub for ``alias``, started on first use (and again after a fork); a
+    quiet one unless this process runs the store's services with ``PGQ["LISTEN"]`` on."""
     key = alias or settings.DATABASE
+    listening = services_run() and bool(settings.LISTEN)
     with _hubs_lock:
         current = _hubs.get(key)
-        if current is None or not current.alive:
-            if current is not None:
+        if current is None or not current.alive or current.listening != listening:
+            if current is not None and current.alive:
+                current.close()  # whether to listen changed (a worker started, a setting)
+            elif current is not None:
                 current.retire()
             # Closed quietly before the interpreter exits (pgq_django.services stops every
             # process service then), so its thread never sees an embedded server stopping
             # with the process and logs a lost connection while the process is leaving.
-            current = _hubs[key] = Hub(key)
+            current = _hubs[key] = Hub(key, listening=listening)
         return current
 
 

@@ -21,8 +21,10 @@ Trade-off (documented in docs/design.md, "Counters"): a process killed before it
 ``os._exit``) loses at most the last interval of its counts. The messages themselves are
 never affected; a normal exit writes the sums (:func:`pgq_django.services.stop_process_services`).
 
-With ``PGQ["BACKGROUND_SERVICES"] = False`` no thread is started: :func:`deferred` answers
-False, and every statement writes its own counter row, as statements in a transaction do.
+Only a process that runs the store's services sums here (a worker, or a web process that
+opted in: :func:`pgq_django.services.services_run`). Elsewhere no thread is started:
+:func:`deferred` answers False, and every statement writes its own counter row, as
+statements in a transaction do.
 
 The flusher runs its one statement (``ADD_COUNTS``) through the runner itself: it sits
 beside the managers in the store, below the models, and never calls back up into them.
@@ -40,8 +42,7 @@ from typing import Any
 
 from django.db import connections
 
-from ..conf import settings
-from ..services import ProcessService, ServiceConfig
+from ..services import ProcessService, ServiceConfig, services_run
 from . import db
 from .db import django_connection
 from .sql import counters as sql
@@ -187,13 +188,13 @@ flusher = CounterFlusher()
 
 def deferred(alias: str) -> bool:
     """Whether a statement on ``alias`` commits when it returns (autocommit, no transaction)
-    and background services may run: its counts can then be summed here instead of written
-    by the statement itself.
+    and this process runs the store's services: its counts can then be summed here instead
+    of written by the statement itself.
 
     Read from the connection's state without connecting: a connection not yet open reports
     no autocommit, and the statement then counts for itself (always correct).
     """
-    return bool(settings.BACKGROUND_SERVICES) and _autocommit(alias)
+    return services_run() and _autocommit(alias)
 
 
 def _autocommit(alias: str) -> bool:

@@ -29,6 +29,7 @@ from ..conf import settings
 from ..exceptions import QueueNotFound, QueuePaused
 from ..models import Queue
 from ..readiness import unknown_queue_message, unknown_queues
+from ..services import release_services, run_services
 from . import maintenance
 from .batch import run_batch
 from .executor import Outcome, execute
@@ -233,6 +234,9 @@ class Worker:
             self.min_workers,
             self.max_workers,
         )
+        # A worker runs the store's services (counter flush, wake-up throttle, LISTEN hub):
+        # its acks and sends leave them work from here on (pgq_django.services).
+        run_services(self)
         self._ensure_periodic()
         self._warn_of_unknown_queues()
         self.refresh_limits()
@@ -345,6 +349,7 @@ class Worker:
                     service.config.stop_timeout,
                 )
         self._summarize(final=True)
+        release_services(self)
         processed, failed = self.processed, self.failed
         logger.info(
             "event=worker_stopped worker=%s processed=%s failed=%s",

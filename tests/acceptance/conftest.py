@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import assign_layer
+from tests.store_services import store_services  # noqa: F401  (autouse: RUNS_SERVICES)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -33,6 +33,9 @@ from pgq_django.worker.loop import Worker
 from pgq_django.worker.registry import Handler
 from tests.conftest import wait_until
 
+# The store's services under test: this process runs them, as a worker's does.
+RUNS_SERVICES = True
+
 
 def _direct_settings() -> dict[str, Any]:
     """Django keys that reach the test server without a pooler (the LISTEN connection)."""

@@ -16,6 +16,8 @@ from pgq_django.store import tallies
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# The store's services under test: this process runs them, as a worker's does.
+RUNS_SERVICES = True
 
 
 def _stored(queue: pgq.Queue, kind: str) -> int:

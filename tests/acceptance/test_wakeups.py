@@ -14,6 +14,8 @@ import pgq_django as pgq
 from pgq_django.store import notify, wakeups
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# The store's services under test: this process runs them, as a worker's does.
+RUNS_SERVICES = True
 
 
 def _notifications(listener: notify.Listener, queue: str, until: float) -> list[float]:

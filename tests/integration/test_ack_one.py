@@ -21,6 +21,8 @@ from pgq_django.store.sql import messages
 from tests.conftest import statements_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# ACK_ONE is the statement of a process that runs the store's services (a worker's).
+RUNS_SERVICES = True
 
 
 def test_an_ack_by_receipt_is_one_delete_and_is_counted(make_queue: Any) -> None:

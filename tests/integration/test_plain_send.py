@@ -26,6 +26,8 @@ from pgq_django.store.sql import server_functions as functions
 from tests.conftest import statements_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# The autocommit statements of a process that runs the store's services (a worker's).
+RUNS_SERVICES = True
 
 # Every column a send writes from its options or the queue's settings.
 _FIELDS = (
