@@ -1,5 +1,7 @@
 """What a process that never serves REST imports: the queue API, the models and the worker
-bring in neither DRF nor the libraries DRF pulls in (YAML, Markdown, Pygments, requests)."""
+bring in neither DRF nor the libraries DRF pulls in (YAML, Markdown, Pygments, requests),
+nor the optional pieces' libraries: Prometheus's client (the /metrics view) and Spark's
+(PySpark, Arrow, Matplotlib), which load only when those pieces are used."""
 
 from __future__ import annotations
 
@@ -22,7 +24,10 @@ django.setup()
 import pgq_django as pgq
 import pgq_django.models, pgq_django.api.messages, pgq_django.worker.loop
 pgq.send, pgq.read, pgq.metrics
-heavy = ("rest_framework", "drf_spectacular", "yaml", "markdown", "pygments", "requests")
+heavy = (
+    "rest_framework", "drf_spectacular", "yaml", "markdown", "pygments", "requests",
+    "prometheus_client", "pyspark", "pyarrow", "matplotlib",
+)
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in heavy)))
 """
 

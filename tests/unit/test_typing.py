@@ -1,13 +1,15 @@
 """What a user's type checker sees of ``import pgq_django as pgq``.
 
 The package resolves its names lazily (``__getattr__``), which a type checker cannot follow;
-the ``if TYPE_CHECKING:`` block of ``pgq_django/__init__.py`` names them instead. These
-tests run mypy on a small user module, and keep that block in step with the lazy table.
+the stub ``pgq_django/__init__.pyi`` names them instead, and the lazy table is read from that
+same stub. These tests run mypy on a small user module and check that the stub is the one
+list.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import re
 import subprocess
@@ -18,6 +20,7 @@ import pgq_django
 
 ROOT = Path(__file__).resolve().parents[2]
 INIT = Path(pgq_django.__file__)
+STUB = INIT.with_name("__init__.pyi")
 
 USER_CODE = """\
 import pgq_django as pgq
@@ -95,27 +98,42 @@ def test_a_type_checker_sees_the_real_signatures_not_any(tmp_path):
     assert 'Unexpected keyword argument "colour"' in bad_option[0]
 
 
-def _type_checking_imports() -> dict[str, str]:
-    """Name -> module of each import in the ``if TYPE_CHECKING:`` block of the package."""
-    tree = ast.parse(INIT.read_text())
-    block = next(
-        node
-        for node in tree.body
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
-    )
+def _stub_imports() -> dict[str, str]:
+    """Name -> module of each import in the package's stub, the one list of public names."""
+    tree = ast.parse(STUB.read_text())
     names: dict[str, str] = {}
-    for node in block.body:
-        assert isinstance(node, ast.ImportFrom), ast.dump(node)
-        for alias in node.names:
-            # "name as name" is the explicit re-export --no-implicit-reexport asks for.
-            assert alias.asname == alias.name, alias.name
-            names[alias.name] = str(node.module)
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                # "name as name" is the explicit re-export --no-implicit-reexport asks for.
+                assert alias.asname == alias.name, alias.name
+                names[alias.name] = str(node.module)
     return names
 
 
-def test_the_type_checking_block_names_every_export_where_it_lives():
-    assert _type_checking_imports() == pgq_django._EXPORTS
-    assert sorted(pgq_django._EXPORTS) == pgq_django.__all__
+def test_the_lazy_names_are_the_stubs_and_each_resolves_where_the_stub_says():
+    stub = _stub_imports()
+    assert stub == pgq_django._EXPORTS
+    assert sorted(stub) == pgq_django.__all__
+    for name, module in stub.items():
+        assert getattr(pgq_django, name) is getattr(
+            importlib.import_module(f"pgq_django.{module}"), name
+        ), name
+
+
+def test_the_package_names_no_public_name_outside_the_stub():
+    """``__init__.py`` holds no list of its own: every public attribute it defines is the
+    version or the lazy machinery, so a name added to the package is added to the stub."""
+    tree = ast.parse(INIT.read_text())
+    assigned = {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    }
+    assert assigned == {"__version__", "_EXPORTS", "__all__"}
+    assert not [n for n in tree.body if isinstance(n, ast.If)]  # no TYPE_CHECKING copy
 
 
 def test_every_api_function_has_an_async_twin_that_wraps_it():
