@@ -137,6 +137,7 @@ from .api.workflows import GroupStatus as GroupStatus
 from .api.workflows import group as group
 from .api.workflows import group_status as group_status
 from .exceptions import ConnectionLost as ConnectionLost
+from .exceptions import DatabaseUnavailable as DatabaseUnavailable
 from .exceptions import ExchangeAlreadyExists as ExchangeAlreadyExists
 from .exceptions import ExchangeInUse as ExchangeInUse
 from .exceptions import ExchangeNotFound as ExchangeNotFound

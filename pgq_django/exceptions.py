@@ -154,6 +154,20 @@ class ConnectionLost(PgqError, OperationalError):
     default_message = "The connection to the database was lost; the outcome is unknown."
 
 
+class DatabaseUnavailable(ConnectionLost):
+    """PostgreSQL cannot be reached: the connection could not be made, so nothing was sent.
+
+    During an outage a process tries to reconnect with back-off, once per round for all its
+    threads (:mod:`pgq_django.store.availability`); a call that would need a connection
+    between two rounds fails at once with this error instead of waiting. Safe to retry
+    later, whatever the operation. A :class:`ConnectionLost` (and a Django
+    ``OperationalError``), so code that catches either keeps catching it.
+    """
+
+    code = "database_unavailable"
+    default_message = "The database cannot be reached; nothing was done."
+
+
 class NotMigrated(PgqError, ProgrammingError):
     """pgq_django's tables are not in the database: ``manage.py migrate`` has not run there.
 
@@ -204,6 +218,7 @@ class RequestTimeout(PgqError):
 
 __all__ = [
     "ConnectionLost",
+    "DatabaseUnavailable",
     "ExchangeAlreadyExists",
     "ExchangeInUse",
     "ExchangeNotFound",

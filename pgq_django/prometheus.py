@@ -35,6 +35,8 @@ from rest_framework.request import Request
 
 from . import access
 from .conf import settings
+from .exceptions import DatabaseUnavailable
+from .readiness import database_status
 from .rest.views.base import PgqView
 
 
@@ -50,7 +52,11 @@ class QueueCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         import pgq_django as pgq
 
-        rows = pgq.metrics_all()
+        try:
+            rows = pgq.metrics_all()
+        except DatabaseUnavailable:
+            # An outage: the scrape still answers, with the database gauges saying so.
+            return
         if self.queues is not None:
             rows = [m for m in rows if m.queue_name in self.queues]
         labels = ["queue"]
@@ -98,9 +104,45 @@ class QueueCollector(Collector):
             yield acked
 
 
+class DatabaseCollector(Collector):
+    """Whether this process reaches its queue database, from what it last saw (no query:
+    see :func:`pgq_django.readiness.database_status`), so a scrape answers during an outage
+    too and an alert can fire on ``pgq_database_up == 0``."""
+
+    def collect(self) -> Iterator[Metric]:
+        state = database_status()
+        labels = ["database"]
+        alias = [state.alias]
+        up = GaugeMetricFamily(
+            "pgq_database_up",
+            "1 while this process reaches its queue database, 0 during an outage.",
+            labels=labels,
+        )
+        up.add_metric(alias, 1.0 if state.up else 0.0)
+        down_for = GaugeMetricFamily(
+            "pgq_database_outage_seconds",
+            "How long the current outage has lasted (0 while the database is up).",
+            labels=labels,
+        )
+        down_for.add_metric(alias, state.down_for)
+        attempts = GaugeMetricFamily(
+            "pgq_database_reconnect_attempts",
+            "Failed reconnection attempts in the current outage (0 while up).",
+            labels=labels,
+        )
+        attempts.add_metric(alias, state.attempts)
+        outages = CounterMetricFamily(
+            "pgq_database_outages", "Outages this process has seen since it started.", labels=labels
+        )
+        outages.add_metric(alias, state.outages)
+        yield from (up, down_for, attempts, outages)
+
+
 def exposition(queues: set[str] | None = None) -> bytes:
-    """The Prometheus text of one scrape: of the queues named in ``queues``, or all."""
+    """The Prometheus text of one scrape: of the queues named in ``queues``, or all, and
+    whether the database is reachable."""
     registry = CollectorRegistry(auto_describe=False)
+    registry.register(DatabaseCollector())
     registry.register(QueueCollector(queues))
     return generate_latest(registry)
 

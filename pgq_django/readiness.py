@@ -1,5 +1,8 @@
 """Whether the database is ready for the code that uses it: migrated, and with its queues.
 
+Also whether the database can be reached at all (:func:`database_status`): the readiness
+answer of ``GET /v1/ready`` and the ``pgq_database_up`` gauge of ``/metrics``.
+
 Two first-hour mistakes fail far from their cause: a database where ``migrate`` never ran
 (every statement then fails with ``relation "pgq_queue" does not exist``), and a handler
 registered for a queue that was never created (``@pgq.handler("emial")``: the worker waits
@@ -15,7 +18,10 @@ from collections.abc import Iterable
 from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
+from .conf import settings
 from .models import Queue
+from .store import availability
+from .store.availability import DatabaseStatus
 
 APP_LABEL = "pgq_django"
 
@@ -68,3 +74,14 @@ def unknown_queue_message(name: str, close: list[str]) -> str:
         f"A handler is registered for queue {name!r}, which does not exist: it receives "
         f"nothing until the queue is created (pgq.create_queue({name!r}) or the admin).{hint}"
     )
+
+
+def database_status(alias: str | None = None) -> DatabaseStatus:
+    """Whether this process can reach its queue database (``PGQ["DATABASE"]``, or
+    ``alias``), as it last saw it: up, or down for how long after how many attempts.
+
+    Answered without a round trip (see :mod:`pgq_django.store.availability`), so a readiness
+    probe gets its answer at once during an outage, and a busy process is not asked for
+    one more query per probe. A process that has not used the database yet says up.
+    """
+    return availability.status(alias or settings.DATABASE)

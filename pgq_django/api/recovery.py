@@ -24,6 +24,14 @@ restart (or ``pg_terminate_backend``) every later query on that connection would
 Inside ``transaction.atomic()`` nothing is retried or replaced: the transaction died with its
 connection and only the caller can decide what to redo, so the database error propagates
 as it always has.
+
+3. **When the server cannot be reached.** A failed attempt to *connect* sent nothing: it
+   raises :class:`~pgq_django.DatabaseUnavailable` (safe to retry, whatever the operation)
+   and opens an outage in the process's record (:mod:`pgq_django.store.availability`),
+   which rations the attempts of every thread with back-off. Until the next round is due,
+   a call that would have to connect fails at once with the same error, without a
+   connection attempt or a log line; one line says the database was lost, one every
+   half minute while it stays down, one when it is back.
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.db import InterfaceError, OperationalError, ProgrammingError, connections
 
-from ..exceptions import ConnectionLost, NotMigrated
+from ..exceptions import ConnectionLost, DatabaseUnavailable, NotMigrated
+from ..store import availability
 from ..store.db import django_connection
 
 logger = logging.getLogger("pgq_django")
@@ -131,7 +140,7 @@ def _drop_if_dead(db: Any) -> bool:
     raw = db.connection
     if raw is None or db.in_atomic_block or not _is_dead(raw):
         return False
-    logger.warning("event=connection_dropped reason=closed_by_server alias=%s", db.alias)
+    logger.info("event=connection_dropped reason=closed_by_server alias=%s", db.alias)
     db.close()
     return True
 
@@ -174,6 +183,9 @@ def _call_recovering(
 ) -> R:
     db = django_connection()
     _drop_if_dead(db)
+    record = availability.of(db.alias)
+    if db.connection is None and not record.may_try():
+        raise _unavailable(func.__name__, record)
     try:
         return func(*args, **kwargs)
     except ProgrammingError as exc:
@@ -184,6 +196,9 @@ def _call_recovering(
     except (OperationalError, InterfaceError) as exc:
         if db.in_atomic_block or not _lost(db):
             raise
+        if db.connection is None:  # the connection could not be made: nothing was sent
+            record.lost(exc)
+            raise _unavailable(func.__name__, record) from exc
         db.close()
         safe = retry(*args, **kwargs) if callable(retry) else retry
         if not safe:
@@ -193,8 +208,39 @@ def _call_recovering(
                 "most once across such a retry, give the message a dedup_id.",
                 operation=func.__name__,
             ) from exc
-        logger.warning("event=connection_lost_retry operation=%s error=%r", func.__name__, exc)
+        logger.info("event=connection_lost_retry operation=%s error=%r", func.__name__, exc)
+        return _retry_once(func, args, kwargs, db, record)
+
+
+def _retry_once(
+    func: Callable[..., R],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    db: Any,
+    record: availability.Availability,
+) -> R:
+    """The one retry after a lost session, on a new connection: if that connection cannot
+    be made the server is gone, which opens an outage rather than failing with its error."""
+    if not record.may_try():
+        raise _unavailable(func.__name__, record)
+    try:
         return func(*args, **kwargs)
+    except (OperationalError, InterfaceError) as exc:
+        if db.in_atomic_block or db.connection is not None:
+            raise
+        record.lost(exc)
+        raise _unavailable(func.__name__, record) from exc
+
+
+def _unavailable(operation: str, record: availability.Availability) -> DatabaseUnavailable:
+    state = record.status()
+    return DatabaseUnavailable(
+        f"PostgreSQL cannot be reached (database {record.alias!r}, down for "
+        f"{state.down_for:.0f}s): {operation}() sent nothing and is safe to retry; the next "
+        f"connection attempt is in {state.next_attempt_in:.1f}s.",
+        operation=operation,
+        database=record.alias,
+    )
 
 
 # PostgreSQL's "does not exist" errors that a database without pgq_django's migrations gives.

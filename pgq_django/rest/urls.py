@@ -1,7 +1,7 @@
 """URLs of the REST API: ``path("", include("pgq_django.rest.urls"))`` mounts them at /v1/.
 
 Also serves the OpenAPI schema (``/v1/schema``), Swagger UI with locally served assets
-(``/v1/docs``) and Prometheus metrics (``/metrics``).
+(``/v1/docs``), Prometheus metrics (``/metrics``) and a readiness answer (``/v1/ready``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from .views.queues import (
     QueuePurgeView,
     QueueStatsView,
 )
+from .views.ready import ReadyView
 from .views.schedules import ScheduleDetailView, ScheduleListView
 from .views.topics import (
     SubscriptionDetailView,
@@ -58,5 +59,6 @@ urlpatterns = [
     path("v1/schema", SchemaView.as_view(), name="schema"),
     path("v1/docs", SwaggerView.as_view(url_name="pgq_rest:schema"), name="docs"),
     path("metrics", MetricsView.as_view(), name="metrics"),
+    path("v1/ready", ReadyView.as_view(), name="ready"),
     re_path(r"^v1/", UnknownPathView.as_view(), name="unknown"),
 ]

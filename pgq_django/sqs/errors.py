@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..exceptions import (
+    DatabaseUnavailable,
     MessageNotFound,
     NotMigrated,
     PermissionDenied,
@@ -67,6 +68,7 @@ ERRORS: dict[str, ErrorKind] = {
     "InvalidClientTokenId": ErrorKind(None, 403),
     "SignatureDoesNotMatch": ErrorKind(None, 403),
     "InternalError": ErrorKind(None, 500),
+    "ServiceUnavailable": ErrorKind(None, 503),
 }
 
 # Shorter names for the codes the endpoint raises itself.
@@ -138,6 +140,8 @@ PGQ_ERROR_CODES: dict[type[PgqError], str] = {
     QueuePaused: "AWS.SimpleQueueService.QueueDeletedRecently",
     QueueFull: "OverLimit",
     NotMigrated: "InternalError",
+    # Nothing was sent: a 503 the SDKs retry by themselves, with their own back-off.
+    DatabaseUnavailable: "ServiceUnavailable",
 }
 DEFAULT_CODE = "InvalidParameterValue"
 

@@ -65,7 +65,7 @@ from psycopg.sql import Identifier
 
 from ..conf import settings
 from ..services import ProcessService, ServiceConfig, services_run
-from . import db
+from . import availability, db
 from .sql import notify as statements
 
 logger = logging.getLogger("pgq_django.store.notify")
@@ -405,13 +405,19 @@ class Hub(ProcessService[ServiceConfig]):
 
     def run(self) -> None:
         failures = 0
+        record = availability.of(self.alias)
         while not self._stop.is_set():
+            if not record.may_try():
+                # The database is out of reach and this is not the process's round to try.
+                record.wait_turn(self._stop)
+                continue
             try:
                 self._conn = self._connect()
             except Exception as exc:
                 self._pause(failures, exc)
                 failures += 1
                 continue
+            record.back()
             failures = 0
             self.connects += 1
             # Anything sent while nobody listened is found by this re-check; waiters that
@@ -422,7 +428,10 @@ class Hub(ProcessService[ServiceConfig]):
                 self._read_until_lost(self._conn)
             except Exception as exc:
                 if not self._stop.is_set():
-                    logger.warning("event=notify_connection_lost error=%s", type(exc).__name__)
+                    # A lost session is common (a restart, a failover) and the reconnection
+                    # says whether it is an outage; anything else is worth a warning.
+                    level = logging.INFO if availability.is_unreachable(exc) else logging.WARNING
+                    logger.log(level, "event=notify_connection_lost error=%s", type(exc).__name__)
             finally:
                 self.ready.clear()
                 with contextlib.suppress(Exception):
@@ -432,6 +441,10 @@ class Hub(ProcessService[ServiceConfig]):
                 self._wake(None)
 
     def _pause(self, failures: int, exc: Exception) -> None:
+        if availability.noted(self.alias, exc, connecting=True):
+            # The process's outage: its record reports it and paces the next attempts (run).
+            self._wake(None)
+            return
         delay = RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)]
         logger.warning(
             "event=notify_connect_failed error=%s retry_in=%.1fs", type(exc).__name__, delay

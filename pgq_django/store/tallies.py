@@ -43,7 +43,7 @@ from typing import Any
 from django.db import connections
 
 from ..services import ProcessService, ServiceConfig, services_run
-from . import db
+from . import availability, db
 from .db import django_connection
 from .sql import counters as sql
 
@@ -141,10 +141,18 @@ class CounterFlusher(ProcessService[CounterFlusherConfig]):
                 logger.debug("event=tally_dropped alias=%s reason=database_changed", db_alias)
                 continue
             try:
-                write_counts(db_alias, sums)
+                if not availability.of(db_alias).may_try():
+                    put_back = True  # out of reach: not this process's round to try
+                else:
+                    put_back = False
+                    write_counts(db_alias, sums)
             except Exception as exc:
+                put_back = True
+                # Unreachable: the process's outage record reports it, once.
+                if not availability.noted(db_alias, exc):
+                    logger.warning("event=tally_write_failed alias=%s error=%s", db_alias, exc)
+            if put_back:
                 # Put them back for the next try rather than lose them.
-                logger.warning("event=tally_write_failed alias=%s error=%s", db_alias, exc)
                 with self.sums_lock:
                     again = self.pending.setdefault(where, defaultdict(int))
                     for key, n in sums.items():

@@ -40,6 +40,7 @@ from .. import seams
 from ..api import delivery, messages
 from ..conf import settings
 from ..exceptions import InvalidArgument, RejectMessage
+from ..store import availability
 from .executor import (
     MAX_ERROR_LENGTH,
     Outcome,
@@ -157,7 +158,19 @@ def _commit_some(
         done = _run_in_transaction(entry, batch, leases, stopping)
     except _LeasesLost as exc:
         return _run_one_by_one(entry, batch, exc.lost, leases, stopping), []
-    except Exception:
+    except Exception as exc:
+        if availability.is_unreachable(exc):
+            # The database went away under the batch: not its handlers' failure. Nothing
+            # committed; every message comes back when its lease runs out.
+            logger.warning(
+                "event=ack_failed queue=%s size=%s error=%r; the batch did not commit, its "
+                "messages come back when their leases run out",
+                entry.queue,
+                len(batch),
+                availability.summary(exc),
+            )
+            close_old_connections()
+            return [Outcome.ACK_FAILED] * len(batch), []
         # The transaction rolled back: every message is still leased and comes back when
         # its lease expires (counted, so a batch that always breaks ends in dead letters).
         logger.exception("event=batch_failed queue=%s size=%s", entry.queue, len(batch))

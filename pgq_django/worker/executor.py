@@ -25,6 +25,7 @@ from .. import seams
 from ..api import delivery, messages, replies, workflows
 from ..conf import settings
 from ..exceptions import InvalidArgument, RejectMessage
+from ..store import availability
 from .registry import Handler
 
 logger = logging.getLogger("pgq_django.worker")
@@ -41,6 +42,14 @@ class Outcome(StrEnum):
     FAILED = "failed"
     LEASE_LOST = "lease_lost"
     CANCELLED = "cancelled"
+    #: The handler returned, but its acknowledgement could not commit: the database could
+    #: not be reached. Not the handler's failure: no nack, no attempt counted; the message
+    #: comes back when its lease runs out, as after a crash.
+    ACK_FAILED = "ack_failed"
+    #: The database could not be reached before the handler started (its transaction could
+    #: not begin): nothing ran, nothing is counted; the message comes back when its lease
+    #: runs out. The process's outage record reports the outage itself.
+    NOT_RUN = "not_run"
 
 
 class LeaseLost(Exception):
@@ -149,17 +158,23 @@ def execute(entry: Handler, message: Any) -> Outcome:
         return Outcome.CANCELLED
     started = time.monotonic()
     ack = _ack_taking_part if takes_part(message) else _ack
+    called = returned = False  # whether the handler ran, and returned: what failed, if any
     try:
         if entry.atomic:
             with transaction.atomic(using=settings.DATABASE):
+                called = True
                 value = call_handler(entry, message)
+                returned = True
                 alone = _nothing_begun(settings.DATABASE)
                 if not alone:
                     ack(queue, message, value)
             if alone:
                 ack(queue, message, value)
         else:
-            ack(queue, message, call_handler(entry, message))
+            called = True
+            value = call_handler(entry, message)
+            returned = True
+            ack(queue, message, value)
     except LeaseLost:
         logger.warning(
             "event=lease_lost queue=%s msg_id=%s read_ct=%s", queue, message.msg_id, message.read_ct
@@ -167,26 +182,12 @@ def execute(entry: Handler, message: Any) -> Outcome:
         return Outcome.LEASE_LOST
     except RejectMessage as exc:
         return _reject(queue, message, exc)
+    except Exception as exc:
+        if (returned or not called) and availability.is_unreachable(exc):
+            return _ack_failed(queue, message, exc) if returned else Outcome.NOT_RUN
+        return _fail(queue, message, exc)
     except BaseException as exc:
-        # SystemExit, KeyboardInterrupt or a cancelled coroutine raised *by the handler* is
-        # its failure like any other: nack it and keep the worker thread alive. Only in the
-        # main thread (a caller driving work_once itself) does Ctrl-C still stop the caller.
-        error = describe_error(exc)
-        logger.warning(
-            "event=message_failed queue=%s msg_id=%s read_ct=%s error=%r",
-            queue,
-            message.msg_id,
-            message.read_ct,
-            f"{type(exc).__name__}: {exc}",
-        )
-        try:
-            messages.nack(queue, receipt, error=error)
-        except Exception:
-            # The lease will expire and the message come back; the worker carries on.
-            logger.exception("event=nack_failed queue=%s msg_id=%s", queue, message.msg_id)
-        if not isinstance(exc, Exception) and _in_main_thread():
-            raise
-        return Outcome.FAILED
+        return _fail(queue, message, exc)
     message_logger.debug(
         "event=message_acked queue=%s msg_id=%s read_ct=%s duration_ms=%.2f",
         queue,
@@ -195,6 +196,52 @@ def execute(entry: Handler, message: Any) -> Outcome:
         (time.monotonic() - started) * 1000,
     )
     return Outcome.ACKED
+
+
+def _ack_failed(queue: str, message: Any, exc: Exception) -> Outcome:
+    """The handler succeeded and its acknowledgement could not commit, the database being
+    out of reach: say that (one line, no traceback), and leave the message to come back
+    when its lease runs out. A nack could not reach the database either, and would count
+    an attempt the handler did not fail."""
+    logger.warning(
+        "event=ack_failed queue=%s msg_id=%s read_ct=%s error=%r; the handler finished, "
+        "the message comes back when its lease runs out",
+        queue,
+        message.msg_id,
+        message.read_ct,
+        availability.summary(exc),
+    )
+    return Outcome.ACK_FAILED
+
+
+def _fail(queue: str, message: Any, exc: BaseException) -> Outcome:
+    """The handler raised: nack the message (its retry delay, or its dead letter)."""
+    # SystemExit, KeyboardInterrupt or a cancelled coroutine raised *by the handler* is
+    # its failure like any other: nack it and keep the worker thread alive. Only in the
+    # main thread (a caller driving work_once itself) does Ctrl-C still stop the caller.
+    error = describe_error(exc)
+    logger.warning(
+        "event=message_failed queue=%s msg_id=%s read_ct=%s error=%r",
+        queue,
+        message.msg_id,
+        message.read_ct,
+        f"{type(exc).__name__}: {exc}",
+    )
+    try:
+        messages.nack(queue, message.receipt, error=error)
+    except Exception as nack_error:
+        # The lease will expire and the message come back; the worker carries on.
+        if availability.is_unreachable(nack_error):
+            logger.warning(
+                "event=nack_failed queue=%s msg_id=%s error=database_unavailable",
+                queue,
+                message.msg_id,
+            )
+        else:
+            logger.exception("event=nack_failed queue=%s msg_id=%s", queue, message.msg_id)
+    if not isinstance(exc, Exception) and _in_main_thread():
+        raise exc
+    return Outcome.FAILED
 
 
 def _reject(queue: str, message: Any, exc: RejectMessage) -> Outcome:

@@ -26,8 +26,9 @@ from typing import Any
 
 import psycopg
 
+from ..conf import settings
 from ..services import Service, ServiceConfig
-from ..store import db
+from ..store import availability, db
 from ..store.notify import connection_params
 from ..store.sql import leader as sql
 from . import maintenance
@@ -61,6 +62,7 @@ class Leader(Service[LeaderConfig]):
         self.is_leader = False
         self.elected = threading.Event()
         self._conn: psycopg.Connection[Any] | None = None
+        self._alias = alias or settings.DATABASE
 
     @property
     def connection(self) -> psycopg.Connection[Any] | None:
@@ -71,7 +73,16 @@ class Leader(Service[LeaderConfig]):
     def try_elect(self) -> bool:
         if self._conn is None or self._conn.closed:
             params = connection_params(self.alias)
-            self._conn = psycopg.connect(**params, prepare_threshold=None)
+            record = availability.of(self._alias)
+            if not record.may_try():
+                return False  # the database is out of reach: this is not our round
+            try:
+                self._conn = psycopg.connect(**params, prepare_threshold=None)
+            except psycopg.OperationalError as exc:
+                if not availability.noted(self._alias, exc, connecting=True):
+                    raise
+                return False
+            record.back()
             self.is_leader = False
         if not self.is_leader:
             row = db.run_dedicated(self._conn, sql.TRY_LEADER_LOCK).fetchone()
@@ -91,9 +102,18 @@ class Leader(Service[LeaderConfig]):
                 try:
                     if self.try_elect():
                         maintenance.run_due(self.duties)
-                except psycopg.Error:
-                    logger.exception("event=leader_connection_lost")
+                except psycopg.Error as exc:
+                    if availability.is_unreachable(exc):
+                        # Its session ended (a restart, an outage): the next turn connects
+                        # again, and an outage is reported once, by the process's record.
+                        logger.debug(
+                            "event=leader_connection_lost error=%r", availability.summary(exc)
+                        )
+                    else:
+                        logger.exception("event=leader_connection_lost")
                     self.resign()
+                if not availability.of(self._alias).up:
+                    availability.of(self._alias).wait_turn(self._stop)
                 self.sleep(self.config.interval)
         finally:
             self.resign()
@@ -103,6 +123,8 @@ class Leader(Service[LeaderConfig]):
         if self._conn is not None and not self._conn.closed:
             try:
                 self._conn.rollback()  # ends the transaction, and with it the lock
+            except psycopg.Error:
+                pass  # its session is gone already, and the lock with it
             finally:
                 self._conn.close()
         self.is_leader = False

@@ -16,7 +16,9 @@ from typing import Any
 from django.db import close_old_connections
 
 from ..api import delivery, messages
+from ..conf import settings
 from ..services import Service, ServiceConfig
+from ..store import availability
 
 logger = logging.getLogger("pgq_django.worker")
 # One line per lease extended goes here, not to ``logger``: ``pgq_worker -v 2`` shows the
@@ -187,6 +189,11 @@ class LeaseExtender(Service[LeaseExtenderConfig]):
             try:
                 self.expire_timed_out()
                 self.extend_due()
-            except Exception:
-                logger.exception("event=lease_extension_failed")
+            except Exception as exc:
                 close_old_connections()
+                if not availability.noted(settings.DATABASE, exc):
+                    logger.exception("event=lease_extension_failed")
+                    continue
+                # The process's outage (reported by its record): no lease can be extended
+                # until it ends; wait for the next reconnection round.
+                availability.of(settings.DATABASE).wait_turn(self._stop)

@@ -30,6 +30,7 @@ from ..exceptions import QueueNotFound, QueuePaused
 from ..models import Queue
 from ..readiness import unknown_queue_message, unknown_queues
 from ..services import release_services, run_services
+from ..store import availability
 from . import maintenance
 from .batch import run_batch
 from .executor import Outcome, execute
@@ -62,6 +63,7 @@ class _Slot:
     idle_since: float = field(default_factory=time.monotonic)
     processed: int = 0
     failed: int = 0
+    ack_failed: int = 0
     retiring: bool = False
 
 
@@ -179,6 +181,8 @@ class Worker:
         notifications.
         """
         self._limits_checked = time.monotonic()
+        if not availability.of(settings.DATABASE).up:
+            return  # the limits known before the outage stand until it ends
         waits: list[float] = []
         limited: list[str] = []
         try:
@@ -192,8 +196,9 @@ class Worker:
                     waits.append(CONCURRENCY_RETRY)
                 if rate or concurrency:
                     limited.append(name)
-        except Exception:
-            logger.exception("event=limits_check_failed")
+        except Exception as exc:
+            if not self._unreachable(exc):
+                logger.exception("event=limits_check_failed")
             return
         finally:
             if close:  # not in drain(): the caller's transaction holds that connection
@@ -277,6 +282,24 @@ class Worker:
         with self._lock:
             return sum(s.failed for s in self._slots)
 
+    @property
+    def ack_failed(self) -> int:
+        """Messages whose handler returned but whose acknowledgement could not commit (the
+        database was out of reach): neither processed nor failed, they come back when
+        their leases run out."""
+        with self._lock:
+            return sum(s.ack_failed for s in self._slots)
+
+    def _unreachable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the database cannot be reached. That is the process's outage,
+        which :mod:`pgq_django.store.availability` reports (a line when it starts, one now
+        and then, one when it ends), not a failure of the caller's to log with a traceback.
+        """
+        if not availability.noted(settings.DATABASE, exc):
+            return False
+        close_old_connections()
+        return True
+
     def run(self) -> int:
         """Run until drained (``once``) or stopped by a signal; returns the exit code:
         1 when ``once`` and a handler failed, else 0."""
@@ -352,10 +375,11 @@ class Worker:
         release_services(self)
         processed, failed = self.processed, self.failed
         logger.info(
-            "event=worker_stopped worker=%s processed=%s failed=%s",
+            "event=worker_stopped worker=%s processed=%s failed=%s ack_failed=%s",
             self.worker_id,
             processed,
             failed,
+            self.ack_failed,
         )
         return 1 if self.once and failed else 0
 
@@ -419,8 +443,9 @@ class Worker:
             return sum(
                 max(0, m.queue_length - m.in_flight) for m in (metrics(q) for q in self.handlers)
             )
-        except Exception:
-            logger.exception("event=backlog_check_failed")
+        except Exception as exc:
+            if not self._unreachable(exc):
+                logger.exception("event=backlog_check_failed")
             return 0
         finally:
             close_old_connections()
@@ -490,7 +515,12 @@ class Worker:
                 messages = read(queue, vt=entry.vt, qty=entry.batch)
             except (QueuePaused, QueueNotFound):
                 continue
-            except Exception:
+            except Exception as exc:
+                if self._unreachable(exc):
+                    # Every queue is out of reach with the database: wait for the process's
+                    # next reconnection round (or the end of the outage), not busily.
+                    availability.of(settings.DATABASE).wait_turn(self.stopping)
+                    return False
                 logger.exception("event=lease_failed queue=%s", queue)
                 close_old_connections()
                 continue
@@ -548,10 +578,8 @@ class Worker:
                     close_old_connections()
                 finally:
                     self.leases.untrack(message)
-                if slot is not None and outcome is Outcome.FAILED:
-                    slot.failed += 1
-                elif slot is not None and outcome is not Outcome.LEASE_LOST:
-                    slot.processed += 1
+                if slot is not None:
+                    _count(slot, [outcome])
         finally:
             if slot is not None:
                 slot.busy = False
@@ -564,17 +592,28 @@ class Worker:
             for message in messages:
                 self.leases.untrack(message)
             if slot is not None:
-                slot.failed += outcomes.count(Outcome.FAILED)
-                slot.processed += sum(
-                    o not in (Outcome.FAILED, Outcome.LEASE_LOST) for o in outcomes
-                )
+                _count(slot, outcomes)
                 slot.busy = False
 
     def _release(self, queue: str, messages: list[Any]) -> None:
         try:
             released = release_leases(queue, [m.receipt for m in messages])
             logger.info("event=leases_released queue=%s count=%s", queue, len(released))
-        except Exception:
-            logger.exception("event=release_failed queue=%s", queue)
+        except Exception as exc:
+            # Their leases run out and they come back; the worker carries on.
+            if not self._unreachable(exc):
+                logger.exception("event=release_failed queue=%s", queue)
         for message in messages:
             self.leases.untrack(message)
+
+
+def _count(slot: _Slot, outcomes: list[Outcome]) -> None:
+    """Add messages' outcomes to a thread's counts (a lost lease, or a message the database
+    went away under before its handler ran, counts nowhere)."""
+    for outcome in outcomes:
+        if outcome is Outcome.FAILED:
+            slot.failed += 1
+        elif outcome is Outcome.ACK_FAILED:
+            slot.ack_failed += 1
+        elif outcome not in (Outcome.LEASE_LOST, Outcome.NOT_RUN):
+            slot.processed += 1

@@ -28,6 +28,7 @@ from ..api import messages as api_messages
 from ..api import schedules, upkeep, workflows
 from ..conf import settings
 from ..models import Message
+from ..store import availability
 
 logger = logging.getLogger("pgq_django.worker")
 
@@ -119,7 +120,13 @@ def run_due(duties: list[Duty], *, force: bool = False) -> dict[str, Any]:
             # A duty that found nothing to do is routine; only real work is worth INFO.
             level = logging.INFO if _did_work(result) else logging.DEBUG
             logger.log(level, "event=maintenance duty=%s result=%s", duty.name, result)
-        except Exception:
-            logger.exception("event=maintenance_failed duty=%s", duty.name)
+        except Exception as exc:
             close_old_connections()
+            if availability.is_unreachable(exc):
+                # The database went away: the process's outage record reports it, and the
+                # other duties would only fail the same way. They run on the next turn.
+                duty.last_run = float("-inf")
+                logger.debug("event=maintenance_interrupted duty=%s", duty.name)
+                break
+            logger.exception("event=maintenance_failed duty=%s", duty.name)
     return done

@@ -14,7 +14,9 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..conf import settings
 from ..services import Service, ServiceConfig
+from ..store import availability
 
 logger = logging.getLogger("pgq_django.worker")
 
@@ -68,20 +70,32 @@ class Notifier(Service[NotifierConfig]):
         from ..store.notify import Listener
 
         listener = None
+        record = availability.of(self.alias or settings.DATABASE)
         try:
             while not self.stopping:
+                connecting = listener is None
                 try:
                     if listener is None:
+                        if not record.may_try():
+                            record.wait_turn(self._stop)  # not this process's round yet
+                            continue
                         listener = Listener(self.alias)
+                        record.back()
                         self.ready.set()
                         # Anything sent while we were not listening is found by this wake.
                         self.wakeup.bump()
                     if listener.wait(self.config.interval) & self.queues:
                         self.wakeup.bump()
-                except Exception:
-                    logger.exception(
-                        "event=listener_failed; retrying in %ss", self.config.retry_interval
-                    )
+                except Exception as exc:
+                    if availability.noted(record.alias, exc, connecting=connecting):
+                        # An outage (reported by the process's record) or a lost session:
+                        # connect again on the process's next round, without a traceback.
+                        if not connecting:
+                            logger.debug("event=listener_lost error=%r", availability.summary(exc))
+                    else:
+                        logger.exception(
+                            "event=listener_failed; retrying in %ss", self.config.retry_interval
+                        )
                     if listener is not None:
                         listener.close()
                     listener = None

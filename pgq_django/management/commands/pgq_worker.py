@@ -22,10 +22,12 @@ from pgq_django.management.arguments import (
     positive_int,
 )
 from pgq_django.readiness import not_migrated_message, unapplied_migrations
+from pgq_django.store.availability import logger as availability_logger
 from pgq_django.worker.executor import message_logger
 
 # The worker's lines about single messages (acks, lease extensions): shown from -v 3.
 MESSAGE_LOGGER = message_logger.name
+AVAILABILITY_LOGGER = availability_logger.name
 
 
 class Command(BaseCommand):
@@ -177,13 +179,17 @@ class Command(BaseCommand):
         message (``pgq_django.worker.messages``) take ``-v 3``, so a busy worker at ``-v 2``
         does not write a line for every message it handles.
         """
-        log = logging.getLogger("pgq_django.worker")
-        if not log.hasHandlers():
-            handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-            log.addHandler(handler)
-            log.propagate = False
-        log.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
+        level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
+        # The worker's own lines, and the process's outage lines (database lost, still
+        # down, back), which every part of the worker shares.
+        for name in ("pgq_django.worker", AVAILABILITY_LOGGER):
+            log = logging.getLogger(name)
+            if not log.hasHandlers():
+                handler = logging.StreamHandler(sys.stderr)
+                handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+                log.addHandler(handler)
+                log.propagate = False
+            log.setLevel(level)
         per_message = logging.getLogger(MESSAGE_LOGGER)
         per_message.setLevel(logging.DEBUG if verbosity >= 3 else logging.INFO)
 
