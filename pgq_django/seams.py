@@ -131,6 +131,8 @@ _COMMAND_OK = pq.ExecStatus.COMMAND_OK
 _BINARY = pq.Format.BINARY
 # SQLSTATE invalid_sql_statement_name: the session lost the prepared statement (DISCARD ALL).
 _NO_SUCH_STATEMENT = b"26000"
+# SQLSTATE duplicate_prepared_statement: an interrupted prepare had completed after all.
+_ALREADY_PREPARED = b"42P05"
 _SQLSTATE = pq.DiagnosticField.SQLSTATE
 
 
@@ -229,13 +231,13 @@ def run_through_libpq(raw: Any, statement: str, params: dict[str, Any]) -> Any:
     if decode is False:
         return NOT_RUN  # this session could not prepare it
     if decode is None:
-        decode = _prepare(pgconn, sessions, shape)
+        decode = _prepare(raw, pgconn, sessions, shape)
         if decode is False:
             return NOT_RUN
     result = _execute(raw, pgconn, shape.name, values)
     if result.status != _TUPLES_OK and result.error_field(_SQLSTATE) == _NO_SUCH_STATEMENT:
         # The session lost it (DISCARD ALL) and ran nothing: prepare it again, once.
-        decode = _prepare(pgconn, sessions, shape)
+        decode = _prepare(raw, pgconn, sessions, shape)
         if decode is False:
             return NOT_RUN
         result = _execute(raw, pgconn, shape.name, values)
@@ -249,11 +251,16 @@ def run_through_libpq(raw: Any, statement: str, params: dict[str, Any]) -> Any:
 
 
 def _execute(raw: Any, pgconn: Any, name: bytes, values: list[Any]) -> Any:
-    """Execute a prepared statement and return its result, waiting as psycopg waits: in
-    ``poll``, which lets other threads run and a signal interrupt it. Interrupted (Ctrl-C),
-    it asks the server to cancel the statement and takes its answer before re-raising, so
-    the session is left idle, as psycopg leaves it."""
+    """Execute a prepared statement and return its result (see :func:`_interruptible`)."""
     pgconn.send_query_prepared(name, values, result_format=_BINARY)
+    return _interruptible(raw, pgconn)
+
+
+def _interruptible(raw: Any, pgconn: Any) -> Any:
+    """The answer to what was just sent, waited for as psycopg waits: in ``poll``, which
+    lets other threads run and a signal interrupt it. Interrupted (Ctrl-C), it asks the
+    server to cancel the statement and takes its answer before re-raising, so the session
+    is left idle, as psycopg leaves it."""
     try:
         return _answer(pgconn)
     except BaseException:
@@ -289,9 +296,19 @@ def _answer(pgconn: Any) -> Any:
             first = result
 
 
-def _prepare(pgconn: Any, sessions: dict[bytes, Any], shape: _LibpqStatement) -> bool:
-    """Prepare ``shape`` in this session: True, or False (for good) when the server refused."""
-    prepared: bool = pgconn.prepare(shape.name, shape.text).status == _COMMAND_OK
+def _prepare(raw: Any, pgconn: Any, sessions: dict[bytes, Any], shape: _LibpqStatement) -> bool:
+    """Prepare ``shape`` in this session: True, or False (for good) when the server refused.
+
+    Sent and waited for as a statement is (:func:`_interruptible`), not with libpq's
+    blocking ``PQprepare``: parsing takes the table's lock, so a first send in a new session
+    can wait on another transaction's ``LOCK TABLE``, and Ctrl-C must reach it there too.
+    An interrupted prepare is not recorded; if it completed after all, the next attempt
+    finds the statement there (``duplicate_prepared_statement``) and uses it."""
+    pgconn.send_prepare(shape.name, shape.text)
+    result = _interruptible(raw, pgconn)
+    prepared = result is not None and (
+        result.status == _COMMAND_OK or result.error_field(_SQLSTATE) == _ALREADY_PREPARED
+    )
     sessions[shape.name] = prepared
     return prepared
 

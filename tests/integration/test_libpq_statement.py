@@ -216,21 +216,40 @@ def ctrl_c_raises() -> Iterator[None]:
 
 
 @pytest.mark.parametrize("settings", [{}, WITHOUT_LIBPQ], ids=["libpq", "psycopg"])
+@pytest.mark.parametrize("session", ["prepared", "new"])
 @pytest.mark.usefixtures("ctrl_c_raises")
 def test_an_interrupted_send_is_cancelled_and_leaves_the_session_usable(
-    queue_name: str, admin: psycopg.Connection[Any], settings: dict[str, Any]
+    queue_name: str, admin: psycopg.Connection[Any], settings: dict[str, Any], session: str
 ) -> None:
+    """Ctrl-C reaches a send waiting on a lock, and the session is still usable after: a
+    send whose statement the session has prepared (waiting in its execution), and the
+    first send of a new session (waiting while it prepares, which takes the table's lock
+    as the statement is parsed)."""
     pgq.create_queue(queue_name)
     pgq.send(queue_name, {"warm": True})
+    if session == "new":
+        connection.close()  # the next send prepares its statement in a new session
     main = threading.main_thread().ident
     assert main == threading.get_ident()
-    waiting = "SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'pgq_message'::regclass"
+    waiting = "SELECT pid FROM pg_locks WHERE NOT granted AND relation = 'pgq_message'::regclass"
+    reached: list[bool] = []
 
     def interrupt() -> None:  # Ctrl-C, once the send waits on the lock
         params = listen_params() if POOLED else connection_params()
         with psycopg.connect(**params, autocommit=True) as watcher:
             wait_until(lambda: watcher.execute(waiting).fetchone() is not None)
-        signal.pthread_kill(main, signal.SIGINT)
+            signal.pthread_kill(main, signal.SIGINT)
+            try:
+                wait_until(lambda: watcher.execute(waiting).fetchone() is None, timeout=30)
+                reached.append(True)
+            except AssertionError:
+                # Ctrl-C did not reach the send: end its wait from the server, so the test
+                # fails instead of waiting for ever on the lock its own transaction holds.
+                reached.append(False)
+                watcher.execute(
+                    "SELECT pg_cancel_backend(pid) FROM pg_locks"
+                    " WHERE NOT granted AND relation = 'pgq_message'::regclass"
+                )
 
     with override_settings(PGQ=settings), admin.transaction():
         admin.execute("LOCK TABLE pgq_message IN EXCLUSIVE MODE")
@@ -239,6 +258,7 @@ def test_an_interrupted_send_is_cancelled_and_leaves_the_session_usable(
         with pytest.raises(KeyboardInterrupt):
             pgq.send(queue_name, {"interrupted": True})
         interrupter.join()
+        assert reached == [True]  # the send stopped waiting at Ctrl-C, not at a cancel
         assert admin.execute(waiting).fetchone() is None  # the server stopped waiting too
     sent = pgq.send(queue_name, {"after": True})
     assert [(m.msg_id, m.message) for m in pgq.read(queue_name, qty=10)][1:] == [
