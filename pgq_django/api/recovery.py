@@ -183,9 +183,8 @@ def _call_recovering(
 ) -> R:
     db = django_connection()
     _drop_if_dead(db)
-    record = availability.of(db.alias)
-    if db.connection is None and not record.may_try():
-        raise _unavailable(func.__name__, record)
+    if db.connection is None and not availability.of(db.alias).may_try():
+        raise _unavailable(func.__name__, availability.of(db.alias))
     try:
         return func(*args, **kwargs)
     except ProgrammingError as exc:
@@ -196,6 +195,7 @@ def _call_recovering(
     except (OperationalError, InterfaceError) as exc:
         if db.in_atomic_block or not _lost(db):
             raise
+        record = availability.of(db.alias)
         if db.connection is None:  # the connection could not be made: nothing was sent
             record.lost(exc)
             raise _unavailable(func.__name__, record) from exc

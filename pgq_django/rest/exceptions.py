@@ -19,6 +19,7 @@ from rest_framework.views import set_rollback
 
 from ..exceptions import (
     ConnectionLost,
+    DatabaseUnavailable,
     ExchangeAlreadyExists,
     ExchangeInUse,
     ExchangeNotFound,
@@ -38,6 +39,7 @@ from ..exceptions import (
     SubscriptionNotFound,
     TooManySchedules,
 )
+from ..store import availability
 
 
 class RequestTooLarge(PgqError):
@@ -131,7 +133,17 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         status, body = 404, error_body("not_found", "There is nothing at this address.")
     elif isinstance(exc, DjangoPermissionDenied):
         status, body = 403, error_body("permission_denied", "You may not do this.")
+    elif availability.is_unreachable(exc):
+        # Met before any API call (authentication and grant look-ups query the database):
+        # the same answer the API's DatabaseUnavailable gets, not a 500.
+        status = http_status(DatabaseUnavailable)
+        body = error_body(
+            DatabaseUnavailable.code, "The database cannot be reached; try again later."
+        )
     else:
         return None
+    if body["error"]["code"] == DatabaseUnavailable.code:
+        # A client may try again once the process's next reconnection round is due.
+        headers["Retry-After"] = str(int(availability.RECONNECT_CAP))
     set_rollback()
     return Response(body, status=status, headers=headers)

@@ -7,6 +7,7 @@ tests/acceptance/test_outage.py for a real outage of a server of the test's own)
 
 from __future__ import annotations
 
+import base64
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -107,3 +108,21 @@ def test_only_one_thread_per_round_tries_to_connect() -> None:
     assert record.status().attempts == 1
     record.back()
     assert record.up and record.may_try() and record.status().outages == 1
+
+
+def test_the_rest_api_answers_503_when_authentication_cannot_reach_the_database(
+    queue: Any, unreachable: Callable[[], None], django_user_model: Any
+) -> None:
+    """Authentication queries the database before any API call does: during an outage its
+    error gets the API's answer, 503 with a Retry-After, not a 500."""
+    unreachable()  # reachable for the user to be made
+    django_user_model.objects.create_user("outage", password="pw-outage-1", is_staff=True)
+    connection.close()
+    connection.settings_dict.update(HOST="127.0.0.1", PORT=str(_closed_port()))
+    client = APIClient()
+    login = base64.b64encode(b"outage:pw-outage-1").decode()
+    client.credentials(HTTP_AUTHORIZATION=f"Basic {login}")
+    answer = client.get("/v1/queues")
+    assert answer.status_code == 503
+    assert answer.json()["error"]["code"] == "database_unavailable"
+    assert int(answer["Retry-After"]) > 0
