@@ -33,7 +33,8 @@ from django.core.exceptions import SuspiciousOperation
 from django.db import close_old_connections
 
 from ..api.waiting import ClientGone
-from ..exceptions import PgqError
+from ..exceptions import DatabaseUnavailable, PgqError
+from ..store import availability
 from . import query, receiving
 from .actions import ACTIONS, QUEUE_RIGHTS, RECEIVE, UNSUPPORTED
 from .auth import authenticate, confirm
@@ -221,6 +222,11 @@ def refusal(exc: Exception, request_id: str, *, xml: bool = False) -> Answer:
         return error_answer(from_pgq_error(exc), request_id, xml=xml)
     if isinstance(exc, SuspiciousOperation):
         raise exc
+    if availability.is_unreachable(exc):
+        # Met before any API call (the key's look-up): the answer the API's own
+        # DatabaseUnavailable gets, a 503 the SDKs retry, without a traceback per request.
+        error = from_pgq_error(DatabaseUnavailable("The database cannot be reached."))
+        return error_answer(error, request_id, xml=xml)
     logger.exception("event=sqs_internal_error request_id=%s", request_id, exc_info=exc)
     error = SqsError("InternalError", "The server could not answer.")
     return error_answer(error, request_id, xml=xml)
