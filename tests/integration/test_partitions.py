@@ -12,27 +12,31 @@ from django.test import override_settings
 import pgq_django as pgq
 from pgq_django import partitions
 from pgq_django.models import ArchivedMessage, Message
-from tests.conftest import sequence_kept, set_sequence
+from tests.conftest import sequence_kept, set_sequence, top_of_ranges
 
 SIZE = 1000
 
 
 @pytest.fixture
-def near_the_first_boundary(db):
-    """Move the sequence just below the first premade range's end; restore it afterwards.
+def near_the_last_boundary(db):
+    """Move the sequence just below the end of the highest range either table has; restore
+    it afterwards.
 
-    The test's rows roll back with its transaction, so putting the sequence back cannot
-    collide with a committed id.
+    On a new database that is the first premade range's end; on one where an earlier test
+    (of another file, in whatever order a parallel run takes them) left ranges further on,
+    it is the end of those, so premake has the same two ranges to make. The test's rows
+    roll back with its transaction, so putting the sequence back cannot collide with a
+    committed id.
     """
     with sequence_kept():
-        first = partitions.list_partitions("pgq_message")[0]
-        set_sequence(first.upper - 10)
+        top = top_of_ranges()
+        set_sequence(top - 10)
         with override_settings(PGQ={"PARTITION_SIZE": SIZE, "PARTITION_PREMAKE": 2}):
-            yield first.upper
+            yield top
 
 
-def test_premake_creates_ranges_ahead_of_the_sequence_for_both_tables(near_the_first_boundary):
-    start = near_the_first_boundary
+def test_premake_creates_ranges_ahead_of_the_sequence_for_both_tables(near_the_last_boundary):
+    start = near_the_last_boundary
     actions = partitions.premake_partitions()
     assert actions == [
         f"create pgq_message_r{start} [{start}, {start + SIZE})",
@@ -43,10 +47,8 @@ def test_premake_creates_ranges_ahead_of_the_sequence_for_both_tables(near_the_f
     assert partitions.premake_partitions() == []
 
 
-def test_messages_past_the_first_range_land_in_the_premade_partition(
-    near_the_first_boundary, queue
-):
-    start = near_the_first_boundary
+def test_messages_past_the_first_range_land_in_the_premade_partition(near_the_last_boundary, queue):
+    start = near_the_last_boundary
     partitions.premake_partitions()
     ids = pgq.send_batch(queue, list(range(20)))
     assert max(ids) >= start
@@ -57,8 +59,8 @@ def test_messages_past_the_first_range_land_in_the_premade_partition(
         assert cursor.fetchone()[0] == sum(1 for i in ids if i >= start)
 
 
-def test_a_drained_range_is_dropped_and_one_with_messages_is_kept(near_the_first_boundary, queue):
-    start = near_the_first_boundary
+def test_a_drained_range_is_dropped_and_one_with_messages_is_kept(near_the_last_boundary, queue):
+    start = near_the_last_boundary
     partitions.premake_partitions()
     with connection.cursor() as cursor:
         cursor.execute("SELECT setval('pgq_message_msg_id_seq', %s)", [start + SIZE - 5])
@@ -87,7 +89,7 @@ def test_a_drained_range_is_dropped_and_one_with_messages_is_kept(near_the_first
     assert f"drop pgq_archived_message_r{start} [{start}, {start + SIZE})" in actions
 
 
-def test_dry_run_reports_without_changing_anything(near_the_first_boundary):
+def test_dry_run_reports_without_changing_anything(near_the_last_boundary):
     before = partitions.list_partitions("pgq_message")
     out = StringIO()
     call_command("pgq_partitions", "--dry-run", stdout=out)
@@ -95,7 +97,7 @@ def test_dry_run_reports_without_changing_anything(near_the_first_boundary):
     assert partitions.list_partitions("pgq_message") == before
 
 
-def test_the_command_prints_what_it_did_and_rejects_bad_arguments(near_the_first_boundary):
+def test_the_command_prints_what_it_did_and_rejects_bad_arguments(near_the_last_boundary):
     out = StringIO()
     call_command("pgq_partitions", "--premake", "1", stdout=out)
     assert out.getvalue().count("create ") == 2
