@@ -8,7 +8,10 @@
   ``DATABASE_URL``'s). A test marked ``exclusive`` restarts or crashes that server, so it
   must run while no other test does: every test holds the server's lock shared, an
   exclusive test holds it alone (:class:`ServerLock`). The lock lives beside the embedded
-  server's data directory, so separate runs on one server respect it too.
+  server's data directory, so separate runs on one server respect it too. The restart ends
+  the sessions the other workers keep between tests, so each closes its Django
+  connections before its next test once an exclusive test has run (:class:`ServerLock`
+  counts them).
 - **Nothing waits for ever.** pytest-timeout (configured in pyproject.toml) fails a test that
   runs past its limit, with every thread's stack; and a SIGTERM ends the run at once, even
   while a test is blocked inside a C call (see :func:`pytest_sessionstart`).
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from django.db import connections
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_DIR = ROOT / ".pgdata"
@@ -44,27 +48,43 @@ class ServerLock:
         directory.mkdir(parents=True, exist_ok=True)
         self._gate: IO[str] = (directory / "tests-gate.lock").open("a")
         self._server: IO[str] = (directory / "tests-server.lock").open("a")
+        # How many exclusive tests have ended, written by each under the lock; a reader
+        # that finds a number other than the one it last saw knows the server restarted.
+        self._restarts = directory / "tests-server.restarts"
+        self._seen = self._read_restarts()
+
+    def _read_restarts(self) -> int:
+        try:
+            return int(self._restarts.read_text() or 0)
+        except FileNotFoundError:
+            return 0
 
     @contextmanager
-    def shared(self) -> Iterator[None]:
+    def shared(self) -> Iterator[bool]:
+        """Hold the lock shared; yields whether an exclusive test ran since the last hold."""
         fcntl.flock(self._gate, fcntl.LOCK_SH)
         try:
             fcntl.flock(self._server, fcntl.LOCK_SH)
         finally:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
         try:
-            yield
+            restarts = self._read_restarts()
+            restarted, self._seen = restarts != self._seen, restarts
+            yield restarted
         finally:
             fcntl.flock(self._server, fcntl.LOCK_UN)
 
     @contextmanager
-    def exclusive(self) -> Iterator[None]:
+    def exclusive(self) -> Iterator[bool]:
         fcntl.flock(self._gate, fcntl.LOCK_EX)
         try:
             fcntl.flock(self._server, fcntl.LOCK_EX)
             try:
-                yield
+                restarted = self._read_restarts() != self._seen
+                yield restarted
             finally:
+                self._seen = self._read_restarts() + 1
+                self._restarts.write_text(str(self._seen))
                 fcntl.flock(self._server, fcntl.LOCK_UN)
         finally:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
@@ -82,7 +102,11 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     if _lock is None:
         _lock = ServerLock(LOCK_DIR)
     hold = _lock.exclusive if item.get_closest_marker("exclusive") else _lock.shared
-    with hold():
+    with hold() as restarted:
+        if restarted:
+            # Sessions this process kept between tests ended with the server; Django would
+            # hand the next test a dead one.
+            connections.close_all()
         yield
 
 
