@@ -158,10 +158,26 @@ class Contender:
 
 
 class Pgq(Contender):
-    """pgq_django's public API."""
+    """pgq_django's public API, in a process that runs the store's services, as a worker's
+    does (counts summed once a second, wake-ups throttled); :class:`PgqInline` measures a
+    web process's default, which starts no thread."""
 
     name = "pgq"
     label = "pgq_django"
+    runs_services = True
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        from pgq_django import services
+
+        if not self.runs_services:
+            yield
+            return
+        services.run_services(self)
+        try:
+            yield
+        finally:
+            services.release_services(self)
 
     def __init__(self, queue: str) -> None:
         super().__init__(queue)
@@ -198,7 +214,8 @@ class PgqSettings(Pgq):
         from django.conf import settings
         from django.test import override_settings
 
-        with override_settings(PGQ={**getattr(settings, "PGQ", {}), **self.overrides}):
+        overridden = override_settings(PGQ={**getattr(settings, "PGQ", {}), **self.overrides})
+        with overridden, super().active():
             yield
 
 
@@ -228,12 +245,13 @@ def _without(shortcut: str) -> type[PgqSettings]:
 
 
 class PgqInline(PgqSettings):
-    """``PGQ["BACKGROUND_SERVICES"] = False``: counters and wake-ups written by each
-    statement, no thread."""
+    """A web process's default (``PGQ["BACKGROUND_SERVICES"] = False``, no worker in the
+    process): counters and wake-ups written by each statement, no thread."""
 
     name = "pgq_inline"
     label = "pgq BACKGROUND_SERVICES off"
     overrides = {"BACKGROUND_SERVICES": False}
+    runs_services = False
 
 
 class Hand(Contender):

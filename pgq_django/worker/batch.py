@@ -47,6 +47,7 @@ from .executor import (
     call_handler,
     describe_error,
     execute,
+    log_failure,
     takes_part,
     unstorable_result_note,
 )
@@ -343,13 +344,7 @@ def _record_failures(queue: str, done: _Batch) -> None:
         error = f"{type(rejection).__module__}.{type(rejection).__qualname__}: {reason}"
         delivery.reject(queue, message.receipt, error=error)
     for message, exc in done.failed:
-        logger.warning(
-            "event=message_failed queue=%s msg_id=%s read_ct=%s error=%r",
-            queue,
-            message.msg_id,
-            message.read_ct,
-            f"{type(exc).__name__}: {exc}",
-        )
+        log_failure(queue, message, exc)
         messages.nack(queue, message.receipt, error=describe_error(exc))
 
 

@@ -214,12 +214,8 @@ def _ack_failed(queue: str, message: Any, exc: Exception) -> Outcome:
     return Outcome.ACK_FAILED
 
 
-def _fail(queue: str, message: Any, exc: BaseException) -> Outcome:
-    """The handler raised: nack the message (its retry delay, or its dead letter)."""
-    # SystemExit, KeyboardInterrupt or a cancelled coroutine raised *by the handler* is
-    # its failure like any other: nack it and keep the worker thread alive. Only in the
-    # main thread (a caller driving work_once itself) does Ctrl-C still stop the caller.
-    error = describe_error(exc)
+def log_failure(queue: str, message: Any, exc: BaseException) -> None:
+    """The one ``event=message_failed`` line, for a handler run alone or in a batch."""
     logger.warning(
         "event=message_failed queue=%s msg_id=%s read_ct=%s error=%r",
         queue,
@@ -227,6 +223,15 @@ def _fail(queue: str, message: Any, exc: BaseException) -> Outcome:
         message.read_ct,
         f"{type(exc).__name__}: {exc}",
     )
+
+
+def _fail(queue: str, message: Any, exc: BaseException) -> Outcome:
+    """The handler raised: nack the message (its retry delay, or its dead letter)."""
+    # SystemExit, KeyboardInterrupt or a cancelled coroutine raised *by the handler* is
+    # its failure like any other: nack it and keep the worker thread alive. Only in the
+    # main thread (a caller driving work_once itself) does Ctrl-C still stop the caller.
+    error = describe_error(exc)
+    log_failure(queue, message, exc)
     try:
         messages.nack(queue, message.receipt, error=error)
     except Exception as nack_error:
