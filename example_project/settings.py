@@ -100,10 +100,6 @@ PGQ = {
     "DEFAULT_VISIBILITY_TIMEOUT": 20,
     "DEFAULT_RETRY_DELAY": 5,
     "SQS_ASGI_LEAN": True,
-    # This site serves long polls (REST wait_seconds, SQS WaitTimeSeconds): it runs the
-    # store's services, the LISTEN hub among them, so a waiting client wakes within
-    # milliseconds of a send instead of on its next poll (docs/operations.md).
-    "BACKGROUND_SERVICES": True,
     # PGMQ's SQL functions over these queues, for PGMQ clients in any language (docs/pgmq.md).
     "PGMQ_SCHEMA": "pgmq",
 }

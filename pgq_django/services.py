@@ -26,9 +26,10 @@ Which processes run them is a matter of role: a worker runs them (:meth:`Worker.
 unless it opts in with ``PGQ["BACKGROUND_SERVICES"] = True``. A thread a web server did not
 ask for surprises it (uWSGI without ``enable-threads``, servers that import the application
 before forking, thread dumps full of strangers), so by default a web process does the work
-inline: each send and ack writes its counter row and notifies in its own statement, and a
-wait re-checks on its poll interval instead of starting the LISTEN hub
-(:func:`services_run`; docs/operations.md, "Threads in a web process").
+inline: each send and ack writes its counter row and notifies in its own statement
+(:func:`services_run`; docs/operations.md, "Threads in a web process"). The LISTEN hub is
+the exception: a caller that waits asks to be woken, so the first wait starts it in any
+process (``PGQ["LISTEN"] = False`` keeps it off).
 """
 
 from __future__ import annotations

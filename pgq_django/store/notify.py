@@ -39,11 +39,11 @@ pause, and wakes them all again once it listens anew: whatever was sent while no
 listening is found by that re-check. Waiters also re-check after their poll interval, so
 polling stays the fallback, never the mechanism.
 
-The hub listens only in a process that runs the store's services (a worker, or a web
-process that opted in: :func:`pgq_django.services.services_run`) with ``PGQ["LISTEN"]`` on.
-Elsewhere it is *quiet*: the same bookkeeping of waiters and groups, but no thread and no
-connection, so a web process's waits re-check on their poll interval (the head of each
-group only) and a send's notification wakes nobody here.
+The hub is the one store service that does not depend on the process's role: it starts
+when a caller first waits (a long poll asks to be woken, in a web process as in a worker),
+never for a send or an ack. With ``PGQ["LISTEN"]`` off it is *quiet*: the same bookkeeping
+of waiters and groups, but no thread and no connection, so waits re-check on their poll
+interval (the head of each group only).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from django.db import connections
 from psycopg.sql import Identifier
 
 from ..conf import settings
-from ..services import ProcessService, ServiceConfig, services_run
+from ..services import ProcessService, ServiceConfig
 from . import availability, db
 from .sql import notify as statements
 
@@ -537,9 +537,9 @@ _hubs_lock = threading.Lock()
 
 def hub(alias: str | None = None) -> Hub:
     """This process's hub for ``alias``, started on first use (and again after a fork); a
-    quiet one unless this process runs the store's services with ``PGQ["LISTEN"]`` on."""
+    quiet one with ``PGQ["LISTEN"]`` off."""
     key = alias or settings.DATABASE
-    listening = services_run() and bool(settings.LISTEN)
+    listening = bool(settings.LISTEN)
     with _hubs_lock:
         current = _hubs.get(key)
         if current is None or not current.alive or current.listening != listening:

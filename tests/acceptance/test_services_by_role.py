@@ -1,9 +1,10 @@
 """Services by role: workers run the store's services, web processes do their work inline.
 
-A web server (here a real uvicorn process serving the test settings) that sends, acks and
-long-polls starts no ``pgq-*`` thread unless it opts in with ``PGQ["BACKGROUND_SERVICES"]``;
-its counters are still exact and a waiting consumer is still woken by a send (on its poll
-interval). A worker runs the services while it runs, and leaves its process as it found it.
+A web server (here a real uvicorn process serving the test settings) that sends and acks
+starts no ``pgq-*`` thread unless it opts in with ``PGQ["BACKGROUND_SERVICES"]``, and its
+counters are still exact. The LISTEN hub is the one service a web process starts, and only
+when a client waits: a long poll asks to be woken by a send, and is, within milliseconds. A
+worker runs the services while it runs, and leaves its process as it found it.
 """
 
 from __future__ import annotations
@@ -74,16 +75,29 @@ def _traffic(api: requests.Session, queue: str) -> None:
         assert acked.status_code in (200, 204), acked.text
 
 
-def test_a_web_process_sends_acks_and_waits_without_starting_a_thread(
-    live_url, admin_api, queue_name
+def test_a_web_process_starts_no_thread_to_send_or_ack_and_only_the_hub_for_a_wait(
+    admin_api, queue_name
 ):
-    assert _pgq_threads(admin_api) == []
-    _traffic(admin_api, queue_name)
-    assert _pgq_threads(admin_api) == []
-    # Counted inline: the rows are there as soon as the requests have answered.
-    assert (_stored(queue_name, "sent"), _stored(queue_name, "acked")) == (3, 3)
-    metrics = admin_api.get("/metrics").text
-    assert f'pgq_messages_sent_total{{queue="{queue_name}"}} 3.0' in metrics
+    proc, base, sock = start_uvicorn()  # its own server: the session's has served waits
+    try:
+        api = Api(base)
+        api.auth = admin_api.auth
+        assert _pgq_threads(api) == []
+        plain = queue_name + "_plain"
+        assert api.post("/v1/queues", json={"id": plain}).status_code == 201
+        assert api.post(f"/v1/queues/{plain}/messages", json={"body": 1}).status_code == 201
+        [leased] = api.get(f"/v1/queues/{plain}/messages?limit=1").json()["data"]
+        assert api.put(f"/v1/queues/{plain}/messages/{leased['id']}/ack").status_code in (200, 204)
+        assert _pgq_threads(api) == []
+        _traffic(api, queue_name)
+        assert _pgq_threads(api) == [notify.Hub.thread_name]
+        # Counted inline: the rows are there as soon as the requests have answered.
+        assert (_stored(queue_name, "sent"), _stored(queue_name, "acked")) == (3, 3)
+        metrics = api.get("/metrics").text
+        assert f'pgq_messages_sent_total{{queue="{queue_name}"}} 3.0' in metrics
+        api.close()
+    finally:
+        stop(proc, sock)
 
 
 def test_a_web_process_that_opts_in_runs_the_services(admin_api, queue_name):
@@ -114,7 +128,6 @@ def test_sends_and_acks_of_this_web_process_count_in_their_own_statements(queue_
     assert pgq.delete(queue_name, ids) == ids
     assert (_stored(queue_name, "sent"), _stored(queue_name, "acked")) == (3, 2)
     assert tallies.flusher.pending == before  # nothing left for a thread to write
-    assert notify.hub().listening is False  # a wait here would start no pgq-notify
     found = pgq.read_with_poll(queue_name, max_poll_seconds=5, poll_interval_ms=50)
     assert [m.message for m in found] == [3]
 
