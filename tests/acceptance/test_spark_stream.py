@@ -48,8 +48,12 @@ def _archive_stream(spark: Any, checkpoint: Path, seen: list[int]) -> None:
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination(120)
+    # An availableNow query ends by itself once it has read what was there; on a loaded
+    # machine its first batch alone can take minutes (JVM planning), so wait generously, and
+    # fail saying so rather than assert on a stream stopped halfway.
+    finished = query.awaitTermination(300)
     query.stop()
+    assert finished, "the availableNow archive stream did not finish within 300 s"
 
 
 def test_the_archive_streams_each_row_once_across_restarts_and_waits_for_live_ids(
