@@ -177,7 +177,8 @@ def _follow(project: Project, page: Path) -> str:
 
 
 def _interpreter(*versions: str) -> Path:
-    """A Python of one of ``versions`` (this one, one on PATH, or one pyenv installed)."""
+    """A Python of one of ``versions`` (this one, one on PATH, or one pyenv installed); the
+    row is skipped, saying why, when none is."""
     for version in versions:
         if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
             return Path(sys.executable)
@@ -187,7 +188,10 @@ def _interpreter(*versions: str) -> Path:
         found = shutil.which(f"python{version}")
         if found:
             return Path(found)
-    raise AssertionError(f"this test needs Python {' or '.join(versions)} to build a new project")
+    # Like a missing extra or browser: said, not failed, so `make test` passes on a machine
+    # with Python 3.11 alone (README); CI's machine has them all, through pyenv.
+    wanted = " or ".join(versions)
+    pytest.skip(f"no Python {wanted} found (pyenv install {versions[0]}) for this row")
 
 
 def _isolated_environment() -> dict[str, str]:
