@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 import pgq_django as pgq
 from pgq_django.models import ArchivedMessage, Dependency, Message
-from tests.conftest import _conninfo, wait_until
+from tests.conftest import _conninfo, direct_dsn, wait_until
 from tests.pgmq_support import pgmq_sql  # noqa: F401  (a fixture)
 
 
@@ -293,7 +293,9 @@ def test_the_release_wakes_the_dependants_queue_on_the_configured_channel(make_q
     q, then = make_queue(), make_queue()
     first = pgq.send(q, "first")
     pgq.send(then, "second", after=[first])
-    dsn = _conninfo(settings.DATABASES["default"]["NAME"])
+    # LISTEN past any pooler: behind a transaction-mode PgBouncer a pooled session's LISTEN
+    # hears nothing (docs/howto/pgbouncer.md), which is why projects listen directly too.
+    dsn = direct_dsn(_conninfo(settings.DATABASES["default"]["NAME"]))
     with psycopg.connect(dsn, autocommit=True) as listener, psycopg.connect(dsn) as acker:
         listener.execute(f'LISTEN "{pgq_settings.NOTIFY_CHANNEL}"')
         acker.execute("DELETE FROM pgq_message WHERE msg_id = %s", [first])
