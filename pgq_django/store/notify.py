@@ -544,7 +544,7 @@ def hub(alias: str | None = None) -> Hub:
         current = _hubs.get(key)
         if current is None or not current.alive or current.listening != listening:
             if current is not None and current.alive:
-                current.close()  # whether to listen changed (a worker started, a setting)
+                current.close()  # PGQ["LISTEN"] changed (override_settings, a reload)
             elif current is not None:
                 current.retire()
             # Closed quietly before the interpreter exits (pgq_django.services stops every
