@@ -41,20 +41,31 @@ def _server_pids() -> list[int]:
     return [postmaster.pid, *(child.pid for child in postmaster.children())]
 
 
-def _seconds(pids: list[int]) -> float:
-    return sum(process_seconds(pid) or 0.0 for pid in pids)
+def _snapshot(pids: list[int]) -> dict[int, float]:
+    return {pid: seconds for pid in pids if (seconds := process_seconds(pid)) is not None}
+
+
+def _spent(before: dict[int, float], pids: list[int]) -> float:
+    """CPU seconds ``pids`` spent since ``before``: a process that exited meanwhile counts
+    nothing (summing totals instead would subtract its whole life), one that started counts
+    from its start."""
+    after = _snapshot(pids)
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 def _cpu(case: pooler.Case, name: str, n: int, bouncer: int) -> dict[str, float]:
     """µs per message of each part of the chain, contender ``name`` doing ``case`` once."""
     server = _server_pids()  # backends come and go: the ones alive at the start and end
-    before = {"server": _seconds(server), "pgbouncer": _seconds([bouncer])}
+    before = {"server": _snapshot(server), "pgbouncer": _snapshot([bouncer])}
     client = time.process_time()
     wall = n / pooler.measure(case, name, n)
     client = time.process_time() - client
     server = sorted(set(server) | set(_server_pids()))
-    after = {"server": _seconds(server), "pgbouncer": _seconds([bouncer])}
-    us = {key: (after[key] - before[key]) / n * 1e6 for key in before}
+    spent = {
+        "server": _spent(before["server"], server),
+        "pgbouncer": _spent(before["pgbouncer"], [bouncer]),
+    }
+    us = {key: seconds / n * 1e6 for key, seconds in spent.items()}
     return {"client": client / n * 1e6, **us, "wall": wall / n * 1e6}
 
 
