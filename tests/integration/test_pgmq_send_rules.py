@@ -18,7 +18,7 @@ __all__ = ["pgmq_sql"]  # the fixture, imported for the tests below
 # Each spelling a PGMQ sender could use to steer a worker's reply or forge one.
 RESERVED = ["pgq_reply_to", "pgq_correlation_id", "PGQ_Reply_To"]
 # Characters SQS refuses (XML 1.0 cannot carry them), and the JSON spellings they take.
-NOT_XML = ["\x01", "\x08", "\x0b", "\x0c", "\ufffe", "\\\x01"]
+NOT_XML = ["\x01", "\x08", "\x0b", "\x0c", "\ufffe", "\uffff", "\\\x01"]
 
 
 def _queue(made_by: str, queue_name: str) -> str:
@@ -124,7 +124,9 @@ def test_pgmq_send_keeps_text_that_only_looks_like_an_escape(
     pgmq_sql: str, queue_name: str
 ) -> None:
     name = _queue("pgmq", queue_name)
-    body = {"path": "C:\\b\\f\\u0001", "tab": "\t", "e": "\ue000\ufffd"}
+    # U+FFC0 to U+FFFD share their first two UTF-8 bytes with U+FFFE and U+FFFF, which the
+    # functions look for before they match the pattern
+    body = {"path": "C:\\b\\f\\u0001", "tab": "\t", "e": "\ue000\uffc0\uffe0\ufffd"}
     ours_sql("SELECT * FROM pgmq.send_batch(%s, ARRAY[%s, %s])", [name, Jsonb(body), Jsonb(2)])
     ours_sql("SELECT * FROM pgmq.send(%s, %s)", [name, Jsonb(body)])
     assert _stored(name) == [{"kept": True}, body, 2, body]

@@ -97,13 +97,16 @@ CREATE FUNCTION @extschema@._pgq_headers(headers jsonb) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT NULLIF(headers, '{}'::jsonb) $$;
 
 -- Whether the JSON text of a body or headers holds a character XML cannot carry: a cheap
--- look for a backslash (a control character's escape), U+FFFE or U+FFFF first, then
+-- look first, for a backslash (a control character's escape) or the UTF-8 bytes every
+-- character from U+FFC0 to U+FFFF starts with (U+FFFE and U+FFFF among them; a byte search
+-- is several times faster than a character search for them), then
 -- pgq_django.validation.NOT_XML_IN_JSON, the pattern the Python API checks with, to be sure.
--- Written as one expression, so that it is inlined where it is used.
+-- Written as one expression, so that it is inlined where it is used; callers pass a
+-- variable, since an inlined expression argument would be evaluated once per use.
 CREATE FUNCTION @extschema@._pgq_unfit_for_xml(json_text text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT (strpos(json_text, chr(92)) > 0 OR strpos(json_text, chr(65534)) > 0
-            OR strpos(json_text, chr(65535)) > 0)
+    SELECT (strpos(json_text, chr(92)) > 0
+            OR position('\xefbf'::bytea IN textsend(json_text)) > 0)
            AND json_text ~ @not_xml@
 $$;
 
