@@ -147,6 +147,13 @@ DEFAULTS: dict[str, Any] = {
     # The schema migrate installs PGMQ 1.13.0's SQL functions in, over pgq_django's tables
     # (normally "pgmq"); None: not installed, and removed if it was (docs/pgmq.md).
     "PGMQ_SCHEMA": None,
+    # OpenTelemetry (docs/observability.md): a worker's process span is the child of the
+    # message's creation context instead of linked to it; the send, receive and process
+    # spans carry messaging.message.body.size; the admin links a message's trace id with
+    # this template, "{trace_id}" filled in (e.g. "https://jaeger.example/trace/{trace_id}").
+    "TRACE_PROCESS_AS_CHILD": False,
+    "TRACE_BODY_SIZE": False,
+    "TRACE_URL": None,
 }
 
 # Keys that no longer exist, and what to do instead. Settings that are read nowhere are
@@ -222,6 +229,9 @@ class PgqSettings:
     SQS_ACCOUNT_ID: str
     SQS_CLOCK_SKEW: float
     PGMQ_SCHEMA: str | None
+    TRACE_PROCESS_AS_CHILD: bool
+    TRACE_BODY_SIZE: bool
+    TRACE_URL: str | None
 
     def __init__(self, defaults: dict[str, Any] | None = None) -> None:
         self.defaults = defaults or DEFAULTS

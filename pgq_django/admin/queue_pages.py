@@ -22,6 +22,7 @@ import pgq_django as pgq
 from .. import access
 from ..api import workflows
 from ..api.workflows import HELD_YEAR
+from ..conf import settings
 from ..exceptions import InvalidArgument, PgqError
 from ..models import (
     ArchivedMessage,
@@ -29,6 +30,7 @@ from ..models import (
     Queue,
 )
 from ..models.messages import MessageFields
+from ..telemetry import carriers
 from .common import (
     PAGE_SIZE,
     format_age,
@@ -132,6 +134,7 @@ class QueuePagesMixin(_AdminBase):
         for m in page.object_list:
             headers, errors = split_errors(m)
             body = pretty_json(m.message)
+            trace_id, trace_url = carriers.trace_url(settings.TRACE_URL, m.headers, m.attributes)
             shown.append(
                 {
                     "obj": m,
@@ -142,6 +145,8 @@ class QueuePagesMixin(_AdminBase):
                     "errors": errors,
                     "status": getattr(m, "outcome", None) or _status(m, now),
                     "waits_for": waits.get(m.msg_id, []),
+                    "trace_id": trace_id,
+                    "trace_url": trace_url,
                 }
             )
         metric = pgq.metrics(queue.name)

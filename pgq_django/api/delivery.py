@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .. import telemetry
 from .. import validation as v
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueNotFound
@@ -223,6 +224,7 @@ def unregister_callback(queue: QueueRef) -> Any:
     return alter_queue(queue, callback="")
 
 
+@telemetry.traced_settle("ack")
 @recovers()
 def complete(queue: QueueRef, msg_ids: MessageRefs, *, result: Any = None) -> bool | list[int]:
     """Acknowledge messages and record what their handler produced, in one statement.
@@ -294,6 +296,7 @@ def archive_cancelled(queue: QueueRef, msg_id: MessageRef) -> bool:
     return bool(moved)
 
 
+@telemetry.traced_settle("dead_letter")
 def reject(queue: QueueRef, msg_id: MessageRef, *, error: str) -> bool:
     """Fail a message for good: archived as ``dead`` with ``error``, never retried.
 

@@ -11,7 +11,7 @@ from typing import Any, Unpack
 
 from django.db import IntegrityError, transaction
 
-from .. import routing
+from .. import routing, telemetry
 from .. import validation as v
 from ..conf import settings
 from ..exceptions import (
@@ -179,9 +179,10 @@ def publish(
     opts = check_send_options(dict(send_options))
     body = v.body(message, send_options.get("headers"))
     size = len(body.encode())
-    exchange_id, ids, too_large, full = Exchange.objects.db_manager(_db()).publish_body(
-        name, body, size=size, routing_key=key, **opts
-    )
+    with telemetry.publishing(name, size, opts) as opts:
+        exchange_id, ids, too_large, full = Exchange.objects.db_manager(_db()).publish_body(
+            name, body, size=size, routing_key=key, **opts
+        )
     if exchange_id is None:
         raise ExchangeNotFound.for_name(name)
     if full is not None:

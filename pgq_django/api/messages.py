@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any, Unpack
 
+from .. import telemetry
 from .. import validation as v
 from ..conf import settings
 from ..exceptions import InvalidArgument
@@ -82,6 +83,7 @@ def send_batch(
     return send_trusted(queue, messages, wait=wait, **options)
 
 
+@telemetry.traced_receive
 @recovers()
 def read(
     queue: QueueRef, *, vt: Duration | None = None, qty: int = 1, filters: Any = None
@@ -185,6 +187,7 @@ async def aread_with_poll(
     return await _poll(name, vt, qty, filters, wait, interval).aconsume()
 
 
+@telemetry.traced_receive
 @recovers()
 def pop(queue: QueueRef, qty: int = 1) -> list[Message]:
     """Take up to ``qty`` visible messages off the queue at once (read and delete)."""
@@ -205,6 +208,7 @@ def read_by_id(queue: QueueRef, msg_id: MessageRef) -> Message | None:
     return message
 
 
+@telemetry.traced_settle("ack")
 @recovers()
 def delete(queue: QueueRef, msg_ids: MessageRefs) -> bool | list[int]:
     """Acknowledge: remove messages (archive them as ``acked`` with archive_on_ack).
@@ -220,6 +224,7 @@ def delete(queue: QueueRef, msg_ids: MessageRefs) -> bool | list[int]:
     return bool(deleted) if single else list(deleted)
 
 
+@telemetry.traced_settle("archive")
 @recovers()
 def archive(queue: QueueRef, msg_ids: MessageRefs) -> bool | list[int]:
     """Move messages to the archive with outcome ``archived`` (PGMQ archive)."""
@@ -242,6 +247,7 @@ def set_vt(queue: QueueRef, msg_id: MessageRef, vt: Duration) -> Message | None:
     return message
 
 
+@telemetry.traced_settle("nack")
 @recovers()
 def nack(
     queue: QueueRef, msg_id: MessageRef, *, delay: Duration | None = None, error: str | None = None
@@ -261,6 +267,7 @@ def nack(
     )
     if queue_id is None:
         raise queue_missing(name)
+    telemetry.settled_as(outcome)
     return outcome is not None
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any, TypedDict
 
+from .. import telemetry
 from .. import validation as v
 from ..conf import settings
 from ..exceptions import InvalidArgument, InvalidMessage, MessageTooLarge, QueueFull
@@ -106,6 +107,7 @@ def _byte_size(body: str) -> int:
     return len(body) if body.isascii() else len(body.encode())
 
 
+@telemetry.traced_send
 def _insert_waiting(
     name: str, bodies: list[str], size: int, opts: dict[str, Any], deadline: float | None
 ) -> list[int]:

@@ -22,6 +22,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from ..api.queue_settings import QUEUE_SETTINGS
+from ..telemetry import carriers
 from ..validation import MAX_SECONDS
 from .present_fields import validate_present_fields
 
@@ -97,6 +98,22 @@ class StrictText(_Strict):
     @staticmethod
     def accepts(data: Any) -> bool:
         return isinstance(data, str)
+
+
+@extend_schema_field({"type": "string", "pattern": r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"})
+class TraceParent(serializers.Field):
+    """A W3C ``traceparent``: the context the message is sent in (docs/observability.md)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if carriers.valid_traceparent(data) is None:
+            raise serializers.ValidationError(
+                "Expected a W3C traceparent: 00-<32 hex digits>-<16 hex digits>-<2 hex "
+                "digits>, lower case, not all zeros."
+            )
+        return str(data)
+
+    def to_representation(self, value: Any) -> Any:
+        return value
 
 
 @extend_schema_field(NAME_SCHEMA)
@@ -276,6 +293,8 @@ class MessageIn(Strict):
     expires_in = _opt(Seconds, allow_null=True, help_text="Seconds until the message expires.")
     max_retries = _opt(StrictInt, allow_null=True, help_text="Overrides the queue's.")
     retry_delay = _opt(Seconds, allow_null=True, help_text="Overrides the queue's.")
+    traceparent = _opt(TraceParent, help_text="W3C trace context the message is sent in.")
+    tracestate = _opt(StrictText, help_text="W3C tracestate that goes with traceparent.")
 
 
 class SendIn(MessageIn):
@@ -378,7 +397,14 @@ def message_json(m: Any, queue: str) -> dict[str, Any]:
         "group": m.group_id,
         "visible_at": time_json(m.vt),
         "expires_at": time_json(m.expires_at),
+        "traceparent": traceparent_of(m),
     }
+
+
+def traceparent_of(m: Any) -> str | None:
+    """The W3C traceparent of the context a message was created in, if it has one."""
+    found = carriers.stored_context(m.headers, m.attributes)
+    return found["traceparent"] if found else None
 
 
 def topic_json(x: Any) -> dict[str, Any]:
@@ -431,6 +457,9 @@ class MessageOut(serializers.Serializer):
     group = serializers.CharField(allow_null=True)
     visible_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField(allow_null=True)
+    traceparent = serializers.CharField(
+        allow_null=True, help_text="W3C trace context the message was created in."
+    )
 
 
 class ConsumeOut(serializers.Serializer):

@@ -43,13 +43,16 @@ class Call:
     the actions that answer a queue URL ask for it).
 
     ``prefetched`` is ``(right, queue)`` when the request's queue was looked up, together
-    with the caller's ``right`` on it, before the action ran (:func:`.lookup.prefetch`)."""
+    with the caller's ``right`` on it, before the action ran (:func:`.lookup.prefetch`).
+    ``trace_header`` is the request's ``X-Amzn-Trace-Id``, which a send keeps as the
+    message's ``AWSTraceHeader`` (as SQS does)."""
 
     action: str
     params: dict[str, Any]
     caller: Caller
     endpoint_url: Callable[[], str]
     prefetched: tuple[str, Any] | None = None
+    trace_header: str | None = None
 
     @cached_property
     def base_url(self) -> str:

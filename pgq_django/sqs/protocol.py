@@ -191,7 +191,8 @@ def handle(request: WireRequest) -> dict[str, Any] | receiving.Receive:
     caller = authenticate(request)
     try:
         action, params = _read(request)
-        call = Call(action, params, caller, request.endpoint_url)
+        trace_header = request.header("x-amzn-trace-id")
+        call = Call(action, params, caller, request.endpoint_url, trace_header=trace_header)
     except SqsError:
         confirm(caller)  # a dead key is refused as such before the request's own mistakes
         raise

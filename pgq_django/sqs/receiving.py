@@ -28,12 +28,13 @@ from django.utils import timezone
 import pgq_django as pgq
 
 from ..api.waiting import MessageWait, until_disconnected
+from ..telemetry import carriers
 from . import message_attributes as ma
 from .digests import md5_of_attributes, md5_of_body
 from .errors import invalid
 from .params import Call
 from .queues import get_queue
-from .sending import SENDER_HEADER, TRACE_HEADER, sequence_number, sqs_dedup_id
+from .sending import SENDER_HEADER, sequence_number, sqs_dedup_id
 
 MAX_MESSAGES = 10
 MAX_WAIT = 20
@@ -203,7 +204,7 @@ def _system_attributes(plan: Receive, message: Any) -> dict[str, str]:
         "MessageGroupId": message.group_id,
         "MessageDeduplicationId": sqs_dedup_id(message.group_id, message.dedup_id),
         "SequenceNumber": sequence_number(message.msg_id) if plan.queue.fifo else None,
-        "AWSTraceHeader": headers.get(TRACE_HEADER),
+        "AWSTraceHeader": carriers.xray_header(headers),
     }
     dead = headers.get("pgq_dead_letter")
     if isinstance(dead, dict) and isinstance(dead.get("original_queue"), str):

@@ -30,8 +30,10 @@ from typing import Any
 
 import pgq_django as pgq
 
+from .. import telemetry
 from ..api.recovery import has_dedup_id, recovers
 from ..api.sending import send_one, send_trusted
+from ..telemetry.carriers import SQS_TRACE_HEADER, xray_to_traceparent
 from . import message_attributes as ma
 from .batches import batch_entries
 from .digests import md5_of_attributes, md5_of_body
@@ -52,7 +54,7 @@ NO_DEDUP_ID = (
 # publish through an exchange) refuses, so a receive's SenderId and AWSTraceHeader are what
 # this endpoint recorded, never what a sender wrote.
 SENDER_HEADER = "pgq_sqs_sender_id"
-TRACE_HEADER = "pgq_sqs_trace_header"
+TRACE_HEADER = SQS_TRACE_HEADER
 
 # pgq.send and pgq.send_batch without their reserved-header check (the endpoint writes its
 # own records, and takes no headers from the request), with the same recovery from a lost
@@ -129,9 +131,18 @@ def _fifo_id(source: dict[str, Any], name: str) -> str | None:
 
 
 def prepare(
-    queue: Any, source: dict[str, Any], caller_key: str, entry_id: str | None = None
+    queue: Any,
+    source: dict[str, Any],
+    caller_key: str,
+    entry_id: str | None = None,
+    *,
+    trace_header: str | None = None,
 ) -> Outgoing:
-    """Check one SendMessage request, or one batch entry (``entry_id``), against ``queue``."""
+    """Check one SendMessage request, or one batch entry (``entry_id``), against ``queue``.
+
+    ``trace_header`` is the request's ``X-Amzn-Trace-Id``: kept as the message's
+    ``AWSTraceHeader`` unless the message sets that system attribute itself (SQS lets the
+    attribute win), and only when it is a well-formed X-Ray header."""
     body = source.get("MessageBody")
     if body is None or body == "":
         raise missing("MessageBody")
@@ -173,6 +184,8 @@ def prepare(
     headers = {SENDER_HEADER: caller_key}
     if "AWSTraceHeader" in system:
         headers[TRACE_HEADER] = system["AWSTraceHeader"]["StringValue"]
+    elif xray_to_traceparent(trace_header) is not None:
+        headers[TRACE_HEADER] = str(trace_header)
     return Outgoing(
         entry_id=entry_id,
         body=body,
@@ -193,9 +206,18 @@ def prepare(
 
 def send_message(call: Call) -> dict[str, Any]:
     queue = get_queue(call, "write")
-    out = prepare(queue, call.params, call.caller.key_id)
-    msg_id = _send(queue.name, out.body, dedup_id=out.dedup_id, **out.options)
+    out = prepare(queue, call.params, call.caller.key_id, trace_header=call.trace_header)
+    with _in_context(out):
+        msg_id = _send(queue.name, out.body, dedup_id=out.dedup_id, **out.options)
     return out.answer(msg_id, fifo=queue.fifo)
+
+
+def _in_context(out: Outgoing) -> Any:
+    """The trace context a message's send is made in: its ``traceparent`` message attribute
+    (other SDKs' instrumentations write one), else its X-Ray header (boto3's)."""
+    return telemetry.continuing(
+        out.options["attributes"].get("traceparent"), xray=out.options["headers"].get(TRACE_HEADER)
+    )
 
 
 def _runs(items: list[Outgoing]) -> list[list[Outgoing]]:
@@ -264,17 +286,26 @@ def send_message_batch(call: Call) -> dict[str, Any]:
     failed: list[dict[str, Any]] = []
     for entry in entries:
         try:
-            ready.append(prepare(queue, entry, call.caller.key_id, entry_id=entry["Id"]))
+            ready.append(
+                prepare(
+                    queue,
+                    entry,
+                    call.caller.key_id,
+                    entry_id=entry["Id"],
+                    trace_header=call.trace_header,
+                )
+            )
         except SqsError as exc:
             failed.append(exc.as_batch_entry(entry["Id"]))
     sent: dict[str, dict[str, Any]] = {}
     for run in _runs(ready):
         try:
             first = run[0]
-            if first.dedup_id is not None:
-                ids = [_send(queue.name, first.body, dedup_id=first.dedup_id, **first.options)]
-            else:
-                ids = _send_batch(queue.name, [item.body for item in run], **run[0].options)
+            with _in_context(first):
+                if first.dedup_id is not None:
+                    ids = [_send(queue.name, first.body, dedup_id=first.dedup_id, **first.options)]
+                else:
+                    ids = _send_batch(queue.name, [item.body for item in run], **first.options)
         except pgq.PgqError as exc:
             error = from_pgq_error(exc)
             failed.extend(error.as_batch_entry(str(item.entry_id)) for item in run)

@@ -21,7 +21,7 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 from psycopg.pq import TransactionStatus
 
-from .. import seams
+from .. import seams, telemetry
 from ..api import delivery, messages, replies, workflows
 from ..conf import settings
 from ..exceptions import InvalidArgument, RejectMessage
@@ -32,6 +32,7 @@ logger = logging.getLogger("pgq_django.worker")
 # One line per message handled goes here, not to ``logger``: ``pgq_worker -v 2`` shows the
 # worker's DEBUG lines with a summary per interval, and only ``-v 3`` adds these.
 message_logger = logging.getLogger("pgq_django.worker.messages")
+telemetry.carry_trace_ids(logger, message_logger)
 
 # Longest error text kept with a failed message (the nack stores it in the DLQ history).
 MAX_ERROR_LENGTH = 20_000
@@ -148,6 +149,7 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+@telemetry.traced_process
 def execute(entry: Handler, message: Any) -> Outcome:
     """Handle one message; never raises for a handler's failure (a worker survives it)."""
     queue = entry.queue
@@ -216,6 +218,7 @@ def _ack_failed(queue: str, message: Any, exc: Exception) -> Outcome:
 
 def log_failure(queue: str, message: Any, exc: BaseException) -> None:
     """The one ``event=message_failed`` line, for a handler run alone or in a batch."""
+    telemetry.record_failure(exc)
     logger.warning(
         "event=message_failed queue=%s msg_id=%s read_ct=%s error=%r",
         queue,
@@ -251,6 +254,7 @@ def _fail(queue: str, message: Any, exc: BaseException) -> Outcome:
 
 def _reject(queue: str, message: Any, exc: RejectMessage) -> Outcome:
     """A handler refused its message for good: archive it as dead now, with the reason."""
+    telemetry.record_failure(exc)
     reason = exc.message.replace("\x00", "\\x00")[:MAX_ERROR_LENGTH]
     error = f"{type(exc).__module__}.{type(exc).__qualname__}: {reason}"
     logger.warning(

@@ -36,6 +36,7 @@ from rest_framework.response import Response
 
 import pgq_django as pgq
 
+from ... import telemetry
 from ...api.waiting import MessageWait, close_connections
 from ...conf import settings
 from ...exceptions import InvalidArgument, MessageNotFound, PermissionDenied, StaleReceipt
@@ -108,12 +109,18 @@ def send_messages(queue: str, items: list[dict[str, Any]]) -> list[int]:
             previous = key
         runs[-1][1].append(item.get("body"))
     if len(runs) == 1:
-        return pgq.send_batch(queue, runs[0][1], **runs[0][0])
+        return _send_run(queue, runs[0][1], runs[0][0])
     ids: list[int] = []
     with transaction.atomic(using=settings.DATABASE):
         for options, bodies in runs:
-            ids += pgq.send_batch(queue, bodies, **options)
+            ids += _send_run(queue, bodies, options)
     return ids
+
+
+def _send_run(queue: str, bodies: list[Any], options: dict[str, Any]) -> list[int]:
+    """One send_batch, in the trace context its messages came with (if any)."""
+    with telemetry.continuing(options.pop("traceparent", None), options.pop("tracestate", None)):
+        return pgq.send_batch(queue, bodies, **options)
 
 
 def require_csrf_for_session(request: Request, http_request: HttpRequest) -> None:
@@ -217,7 +224,9 @@ class MessagesView(AsyncPgqView):
         # a reply is a send into that queue on the caller's behalf.
         require_queue(request.user, "write", reply_to)
         body = item.pop("body", None)
-        return Response({"id": pgq.send(queue, body, reply_to=reply_to, **item)}, status=201)
+        with telemetry.continuing(item.pop("traceparent", None), item.pop("tracestate", None)):
+            msg_id = pgq.send(queue, body, reply_to=reply_to, **item)
+        return Response({"id": msg_id}, status=201)
 
     @classmethod
     def needs_async(cls, scope: dict[str, Any]) -> bool:

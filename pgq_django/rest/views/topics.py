@@ -15,7 +15,7 @@ from rest_framework.response import Response
 
 import pgq_django as pgq
 
-from ... import access
+from ... import access, telemetry
 from ...exceptions import PermissionDenied, SubscriptionNotFound
 from .. import serializers as s
 from ..permissions import (
@@ -75,7 +75,8 @@ class TopicMessagesView(PgqView):
         require_exchange(request.user, "publish", topic)
         body = data.pop("body")
         routing_key = data.pop("routing_key", None)
-        ids = pgq.publish(topic, body, routing_key=routing_key, **data)
+        with telemetry.continuing(data.pop("traceparent", None), data.pop("tracestate", None)):
+            ids = pgq.publish(topic, body, routing_key=routing_key, **data)
         return Response({"ids": ids}, status=201)
 
 
