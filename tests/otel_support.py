@@ -41,6 +41,7 @@ class InMemory(NamedTuple):
     spans: InMemorySpanExporter
     metrics: InMemoryMetricReader
     tracer: Any
+    provider: TracerProvider
 
     def finished(self, name: str | None = None) -> list[ReadableSpan]:
         found = list(self.spans.get_finished_spans())
@@ -66,7 +67,7 @@ def in_memory() -> tuple[InMemory, Any]:
     meters = MeterProvider(metric_readers=[reader])
     tracer = provider.get_tracer("tests")
     live = telemetry._Live(provider.get_tracer("pgq_django"), meters.get_meter("pgq_django"))
-    return InMemory(spans, reader, tracer), live
+    return InMemory(spans, reader, tracer, provider), live
 
 
 def hex_trace(span: ReadableSpan) -> str:
