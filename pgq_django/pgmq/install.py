@@ -10,8 +10,9 @@ than ``migrate``). The queues with insert notifications on are carried over.
 
 It refuses, with :class:`PgmqSchemaConflict`, when PGMQ itself is installed as an extension
 or a schema of that name exists that it did not make: it never replaces what it does not
-own. Every statement runs through the store's runner (:mod:`pgq_django.store.db`), in one
-transaction: the schema appears whole or not at all.
+own. It holds no SQL: the store runs every statement
+(:mod:`pgq_django.store.pgmq_schema`) and renders the schema's SQL files from its own
+statement fragments, in one transaction: the schema appears whole or not at all.
 """
 
 from __future__ import annotations
@@ -21,14 +22,11 @@ import re
 import sys
 from typing import Any
 
-from django.db import connections, transaction
-from psycopg.sql import Identifier, Literal
+from django.db import transaction
 
 from ..conf import settings
 from ..exceptions import PgqError
-from ..store import db
-from ..store.sql import pgmq_interface as statements
-from ..validation import MAX_SECONDS, NOT_XML_IN_JSON, RESERVED_HEADER_PREFIX
+from ..store import pgmq_schema
 from . import sql
 
 logger = logging.getLogger("pgq_django.pgmq")
@@ -67,23 +65,17 @@ def configured_schema() -> str | None:
 
 def script(name: str, *, schema: str, tables: str, channel: str) -> str:
     """One of the schema's SQL files with its placeholders filled (see :mod:`.sql`)."""
-    return (
-        sql.script_text(name)
-        .replace("@extschema@", schema)
-        .replace("@pgq@", tables)
-        .replace("@channel@", Literal(channel).as_string(None))
-        .replace("@forever@", str(MAX_SECONDS))
-        .replace("@not_xml@", Literal(NOT_XML_IN_JSON).as_string(None))
-        .replace("@reserved_prefix@", Literal(RESERVED_HEADER_PREFIX).as_string(None))
+    return pgmq_schema.render_script(
+        sql.script_text(name), schema=schema, tables=tables, channel=channel
     )
 
 
 def _own_schema(schema: str, alias: str) -> bool | None:
     """Whether ``schema`` is ours (True), someone else's (False) or absent (None)."""
-    row = db.run_one(statements.SCHEMA_STATE, {"schema": schema}, alias, prepare=False)
-    if row is None:
+    exists, comment = pgmq_schema.schema_comment(schema, alias)
+    if not exists:
         return None
-    return bool(row.comment and row.comment.startswith(sql.OWN_SCHEMA_MARK))
+    return bool(comment and comment.startswith(sql.OWN_SCHEMA_MARK))
 
 
 def _refuse_foreign(schema: str, alias: str) -> bool:
@@ -92,8 +84,7 @@ def _refuse_foreign(schema: str, alias: str) -> bool:
     The PGMQ extension in another schema is no conflict: that is how its queues move over
     (docs/pgmq.md, with the interface installed under another name for the move).
     """
-    extension = db.run_one(statements.PGMQ_EXTENSION, None, alias, prepare=False)
-    if extension is not None and extension.schema == schema:
+    if pgmq_schema.extension_schema(alias) == schema:
         raise PgmqSchemaConflict(
             f"The pgmq extension is installed in this database, in schema {schema!r}: "
             "pgq_django's PGMQ SQL interface cannot share it. Move its queues over and drop "
@@ -111,16 +102,6 @@ def _refuse_foreign(schema: str, alias: str) -> bool:
     return own is True
 
 
-def _saved_throttles(schema: str, alias: str) -> list[tuple[str, int]]:
-    statement = statements.SAVED_THROTTLES.format(schema=Identifier(schema))
-    return [(r.queue_name, r.throttle_interval_ms) for r in db.run_all(statement, None, alias)]
-
-
-def _drop(schema: str, alias: str) -> None:
-    """Drop the interface's schema (the caller has checked that it is ours)."""
-    db.run_rowcount(statements.DROP_SCHEMA.format(schema=Identifier(schema)), None, alias)
-
-
 def install(using: str | None = None, *, throttles: list[tuple[str, int]] | None = None) -> str:
     """Install (or reinstall) the interface in the configured schema; returns its name.
 
@@ -134,16 +115,16 @@ def install(using: str | None = None, *, throttles: list[tuple[str, int]] | None
     with transaction.atomic(using=alias):
         saved = list(throttles or [])
         if _refuse_foreign(schema, alias):
-            saved += _saved_throttles(schema, alias)
-            _drop(schema, alias)
+            saved += pgmq_schema.saved_throttles(schema, alias)
+            pgmq_schema.drop_schema(schema, alias)
         if not tables_ready(alias):
             raise PgmqSchemaConflict(
                 "pgq_django's tables are not migrated yet (the PGMQ SQL interface needs "
                 "migration 0013): run migrate.",
                 schema=schema,
             )
-        tables = db.run_one(statements.TABLES_SCHEMA, None, alias, prepare=False)
-        if tables is None or not _PLAIN_NAME.fullmatch(tables.name):
+        tables = pgmq_schema.tables_schema(alias)
+        if tables is None or not _PLAIN_NAME.fullmatch(tables):
             raise PgmqSchemaConflict(
                 "pgq_django's tables are not in a schema with a plain lower-case name: the "
                 "PGMQ SQL interface cannot be installed over them.",
@@ -151,12 +132,10 @@ def install(using: str | None = None, *, throttles: list[tuple[str, int]] | None
             )
         channel = settings.NOTIFY_CHANNEL
         for name in sql.SCRIPTS:
-            text = script(name, schema=schema, tables=tables.name, channel=channel)
-            db.execute(text, None, alias, prepare=False, binary=False)
-        restore = statements.RESTORE_THROTTLE.format(schema=Identifier(schema))
+            text = script(name, schema=schema, tables=tables, channel=channel)
+            pgmq_schema.run_script(text, alias)
         for queue, ms in dict(saved).items():
-            if db.run_one(statements.QUEUE_EXISTS, {"queue": queue}, alias, prepare=False):
-                db.run_one(restore, {"queue": queue, "ms": ms}, alias)
+            pgmq_schema.restore_throttle(schema, queue, ms, alias)
     logger.info("event=pgmq_schema_installed schema=%s", schema)
     return schema
 
@@ -172,8 +151,8 @@ def uninstall(using: str | None = None, schema: str | None = None) -> list[tuple
     with transaction.atomic(using=alias):
         if not _own_schema(name, alias):
             return []
-        saved = _saved_throttles(name, alias)
-        _drop(name, alias)
+        saved = pgmq_schema.saved_throttles(name, alias)
+        pgmq_schema.drop_schema(name, alias)
     logger.info("event=pgmq_schema_removed schema=%s", name)
     return saved
 
@@ -191,7 +170,7 @@ def on_pre_migrate(using: str, plan: Any = None, **kwargs: Any) -> None:
         return
     if not any(migration.app_label == "pgq_django" for migration, _backwards in plan or []):
         return
-    if "pgq_queue" not in connections[using].introspection.table_names():
+    if not pgmq_schema.queue_table_exists(using):
         return
     _CARRIED[using] = uninstall(using)
 
@@ -221,8 +200,7 @@ def missing_schema_problem(using: str | None = None) -> str | None:
 
 def tables_ready(using: str | None = None) -> bool:
     """Whether pgq_django's tables are migrated far enough to carry the interface."""
-    row = db.run_one(statements.TABLES_READY, None, using or settings.DATABASE, prepare=False)
-    return bool(row and row.ready)
+    return pgmq_schema.tables_ready(using or settings.DATABASE)
 
 
 def on_post_migrate(

@@ -33,10 +33,10 @@ SQL_DIR = catalogue.SQL_DIR
 # - notify.py: the LISTEN hub, whose commands run on the session it holds for as long as it
 #   listens (a LISTEN is heard only while its session lasts), through the runner's
 #   run_dedicated, and the wake-up of one queue, a store duty below the models as wakeups.py;
-# - pgmq/install.py: the PGMQ SQL interface's installer, run by migrate's signals, which
-#   checks, drops and (re)creates a schema rather than rows of a model.
+# - store/pgmq_schema.py: the PGMQ SQL interface's schema, which the installer (run by
+#   migrate's signals) checks, drops and (re)creates: a schema rather than rows of a model.
 OTHER_RUNNERS = {
-    "pgmq/install.py",
+    "store/pgmq_schema.py",
     "partitions.py",
     "worker/leader.py",
     "store/server_functions.py",

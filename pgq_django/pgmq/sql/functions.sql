@@ -87,19 +87,15 @@ BEGIN
 END;
 $$;
 
+-- The Python API's purge, of the queue PGMQ's call names.
 CREATE FUNCTION @extschema@.purge_queue(queue_name TEXT) RETURNS BIGINT
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     qrow @pgq@.pgq_queue := @extschema@._pgq_queue(queue_name);
-    purged bigint;
+    result record;
 BEGIN
-    WITH d AS (DELETE FROM @pgq@.pgq_message m WHERE m.queue_id = qrow.id RETURNING 1),
-    counted AS (
-        INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
-        SELECT qrow.id, 'purged', count(*), clock_timestamp() FROM d HAVING count(*) > 0
-    )
-    SELECT count(*) INTO purged FROM d;
-    RETURN purged;
+    @store:purge|queue=qrow.name@ INTO result;
+    RETURN result.purged;
 END;
 $$;
 
@@ -191,12 +187,9 @@ BEGIN
         PERFORM @extschema@._pgq_check_sends(ARRAY[msg], NULL);
     END IF;
     INSERT INTO @pgq@.pgq_message (msg_id, queue_id, message, enqueued_at, vt, expires_at)
-    SELECT CASE WHEN q.durable THEN nextval('@pgq@.pgq_message_msg_id_seq')
-                ELSE nextval('@pgq@.pgq_message_transient_id_seq') END,
-           q.id, send.msg, sent_at, sent_at,
-           sent_at + make_interval(secs => nullif(q.retention, @forever@))
+    SELECT @next_msg_id:q@, q.id, send.msg, sent_at, sent_at, @expiry:q.retention|sent_at@
     FROM @pgq@.pgq_queue q
-    WHERE q.name = send.queue_name AND q.max_length IS NULL
+    WHERE q.name = send.queue_name AND q.max_length IS NULL AND q.delivery_delay <= 0
       AND (q.max_message_size >= 2147483647
            OR octet_length(send.msg::text) <= q.max_message_size)
     RETURNING msg_id, queue_id INTO new_id, target;
@@ -205,9 +198,8 @@ BEGIN
                                                     ARRAY[msg], ARRAY[NULL::jsonb], NULL);
         RETURN;
     END IF;
-    INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
-    VALUES (target, 'sent', 1, sent_at);
-    PERFORM pg_notify(@channel@, queue_name);
+    @counter_insert@ VALUES (target, 'sent', 1, sent_at);
+    PERFORM @notify:queue_name@;
     RETURN NEXT new_id;
 END;
 $$;
@@ -259,7 +251,8 @@ BEGIN
 END;
 $$;
 
--- The usual batch, no headers and no delay, into a queue without bounds: what the queue
+-- The usual batch, no headers and no delay, into a queue without bounds or a
+-- delivery_delay: what the queue
 -- decides (its id, its id sequence, the expiry) read once, then one INSERT that writes the
 -- messages in array order (a scan of one unnest keeps it, so their ids rise in that order)
 -- and returns their ids, then their counter row. The batch shares one send time, as
@@ -285,13 +278,10 @@ BEGIN
     IF @extschema@._pgq_unfit_for_xml(bodies_text) THEN
         PERFORM @extschema@._pgq_check_sends(msgs, NULL);
     END IF;
-    SELECT q.id,
-           CASE WHEN q.durable THEN '@pgq@.pgq_message_msg_id_seq'::regclass
-                ELSE '@pgq@.pgq_message_transient_id_seq'::regclass END,
-           sent_at + make_interval(secs => nullif(q.retention, @forever@))
+    SELECT q.id, @id_sequence:q@, @expiry:q.retention|sent_at@
     INTO target, ids, expires
     FROM @pgq@.pgq_queue q
-    WHERE q.name = send_batch.queue_name AND q.max_length IS NULL
+    WHERE q.name = send_batch.queue_name AND q.max_length IS NULL AND q.delivery_delay <= 0
       AND q.max_message_size >= 2147483647;
     IF target IS NULL THEN
         RETURN QUERY SELECT @extschema@.send_batch(queue_name, msgs, NULL::jsonb[],
@@ -303,9 +293,8 @@ BEGIN
     SELECT nextval(ids), target, b.body, sent_at, sent_at, expires
     FROM unnest(msgs) AS b(body)
     RETURNING msg_id;
-    INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
-    VALUES (target, 'sent', cardinality(msgs), sent_at);
-    PERFORM pg_notify(@channel@, queue_name);
+    @counter_insert@ VALUES (target, 'sent', cardinality(msgs), sent_at);
+    PERFORM @notify:queue_name@;
 END;
 $$;
 
@@ -369,6 +358,8 @@ BEGIN
 END;
 $$;
 
+-- The Python API's pop: the messages a read would lease leave the queue at once (archived
+-- as 'acked' when the queue archives on ack, with their last_read_at), counted.
 CREATE FUNCTION @extschema@.pop(queue_name TEXT, qty INTEGER DEFAULT 1)
 RETURNS SETOF @extschema@.message_record
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_sort = off AS $$
@@ -376,60 +367,27 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_sort = off 
 DECLARE
     qrow @pgq@.pgq_queue := @extschema@._pgq_queue(queue_name);
 BEGIN
-    IF qrow.paused THEN
-        RETURN;
+    IF qrow.fifo THEN
+        RETURN QUERY @store:pop_fifo|queue=qrow.name|qty=pop.qty@;
+    ELSE
+        RETURN QUERY @store:pop|queue=qrow.name|qty=pop.qty@;
     END IF;
-    RETURN QUERY
-    WITH c AS (
-        SELECT m.msg_id FROM @pgq@.pgq_message m
-        WHERE m.queue_id = qrow.id
-          AND m.vt <= clock_timestamp()
-          AND (m.expires_at IS NULL OR m.expires_at > clock_timestamp())
-          AND (NOT qrow.fifo OR m.group_id IS NULL OR NOT EXISTS (
-                SELECT 1 FROM @pgq@.pgq_message e
-                WHERE e.queue_id = m.queue_id AND e.group_id = m.group_id
-                  AND e.msg_id < m.msg_id))
-        ORDER BY m.priority, m.msg_id
-        LIMIT qty
-        FOR UPDATE OF m SKIP LOCKED
-    ), d AS (
-        DELETE FROM @pgq@.pgq_message m USING c WHERE m.msg_id = c.msg_id RETURNING m.*
-    ), a AS (
-        INSERT INTO @pgq@.pgq_archived_message (msg_id, queue_id, message, headers,
-            attributes, label, priority, read_ct, enqueued_at, vt, expires_at, group_id,
-            dedup_id, max_retries, retry_delay, cancel_requested, last_read_at, archived_at,
-            outcome)
-        SELECT d.msg_id, d.queue_id, d.message, d.headers, d.attributes, d.label,
-               d.priority, d.read_ct, d.enqueued_at, d.vt, d.expires_at, d.group_id,
-               d.dedup_id, d.max_retries, d.retry_delay, d.cancel_requested, d.last_read_at,
-               clock_timestamp(), 'acked'
-        FROM d WHERE qrow.archive_on_ack
-    ), counted AS (
-        INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
-        SELECT qrow.id, 'acked', count(*), clock_timestamp() FROM d HAVING count(*) > 0
-    )
-    SELECT d.msg_id, d.read_ct, d.enqueued_at, d.last_read_at, d.vt, d.message,
-           @extschema@._pgq_headers(d.headers)
-    FROM d ORDER BY d.priority, d.msg_id;
 END;
 $$;
 
--- The usual ack as one DELETE that finds its queue by the unique name, with its counter
--- row; any other case (another spelling, archive_on_ack, a message not there, no such
--- queue) goes the general way of _pgq_remove.
+-- The usual ack as the Python API's (ACK_ONE: one DELETE that finds its queue by the
+-- unique name), with its counter row; any other case (another spelling, archive_on_ack, a
+-- message not there, no such queue) goes the general way of _pgq_remove.
 CREATE FUNCTION @extschema@.delete(queue_name TEXT, msg_id BIGINT) RETURNS BOOLEAN
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
+    acked_id bigint;
     found_queue bigint;
 BEGIN
-    DELETE FROM @pgq@.pgq_message m USING @pgq@.pgq_queue q
-    WHERE q.name = delete.queue_name AND NOT q.archive_on_ack AND m.queue_id = q.id
-      AND m.msg_id = delete.msg_id
-    RETURNING q.id INTO found_queue;
+    @store:ack_one|queue=delete.queue_name|msg_id=delete.msg_id@ INTO acked_id, found_queue;
     IF found_queue IS NOT NULL THEN
-        INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
-        VALUES (found_queue, 'acked', 1, clock_timestamp());
+        @counter_insert@ VALUES (found_queue, 'acked', 1, clock_timestamp());
         RETURN true;
     END IF;
     RETURN EXISTS (SELECT FROM @extschema@._pgq_remove(@extschema@._pgq_queue(queue_name),

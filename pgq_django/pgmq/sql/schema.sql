@@ -6,6 +6,13 @@
 -- retention (seconds): a queue with it keeps its messages until they are taken, and they
 -- carry no expiry; @reserved_prefix@ and @not_xml@ the store's text rules (below).
 --
+-- Every rule about messages that the store owns comes in as the store's own text, from
+-- pgq_django.store.sql (pgmq_interface.render): a "store" placeholder is a whole statement
+-- the Python API runs (with "|param=expr" giving one of its parameters), and the fragment
+-- placeholders are its pieces: next_msg_id and id_sequence (a queue's id space), expiry,
+-- counter_insert, notify (the wake-up of a queue's listeners), has_room (max_length) and
+-- insert_messages (a new message's columns).
+--
 -- The functions that read or write messages plan their statements once per session
 -- (plan_cache_mode = force_generic_plan). Left to choose, PostgreSQL re-plans them on every
 -- call, because a plan for one queue's id looks no cheaper than the generic one, and planning
@@ -139,10 +146,11 @@ BEGIN
 END;
 $$;
 
--- Insert messages (in array order) into queue q, visible at ``visible_at``; PGMQ headers
--- are kept as headers and 'x-pgmq-group' becomes the message group. Counts the sends for
--- pgq_django's metrics and wakes pgq_django's own waiters (its notify channel) when the
--- messages are visible at once, as the Python API's sends do.
+-- Insert messages (in array order) into queue q, visible at ``visible_at`` (without it,
+-- after the queue's delivery_delay); PGMQ headers are kept as headers and 'x-pgmq-group'
+-- becomes the message group. Writes each message as the Python API's send does, counts
+-- the sends for pgq_django's metrics and wakes pgq_django's own waiters (its notify
+-- channel) when the messages are visible at once.
 CREATE FUNCTION @extschema@._pgq_insert(
     q @pgq@.pgq_queue, msgs jsonb[], headers jsonb[], visible_at timestamptz
 ) RETURNS SETOF bigint
@@ -150,13 +158,12 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     size_limit bigint := q.max_message_size;
+    -- The send's delay, in seconds, as the Python API's sends give it (NULL: none given).
+    p_delay float8 := extract(epoch FROM visible_at - clock_timestamp());
 BEGIN
     PERFORM @extschema@._pgq_check_sends(msgs, headers);
     -- A queue given max_length through the Python API stays bounded for PGMQ's sends too.
-    IF q.max_length IS NOT NULL AND q.max_length < cardinality(msgs) + (
-        SELECT count(*) FROM (SELECT 1 FROM @pgq@.pgq_message r WHERE r.queue_id = q.id
-                              LIMIT q.max_length) r
-    ) THEN
+    IF NOT @has_room:q|cardinality(msgs)@ THEN
         RAISE EXCEPTION 'queue "%" is full: it holds at most % messages (max_length)',
             q.name, q.max_length USING ERRCODE = 'program_limit_exceeded';
     END IF;
@@ -168,28 +175,19 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH ins AS (
-        INSERT INTO @pgq@.pgq_message (msg_id, queue_id, message, headers, attributes, label,
-            priority, read_ct, enqueued_at, vt, expires_at, group_id, dedup_id, max_retries,
-            retry_delay, cancel_requested)
-        SELECT CASE WHEN q.durable THEN nextval('@pgq@.pgq_message_msg_id_seq')
-                    ELSE nextval('@pgq@.pgq_message_transient_id_seq') END,
-               q.id, b.body, coalesce(b.header, '{}'::jsonb), '{}'::jsonb, NULL, 0, 0,
-               clock_timestamp(), coalesce(visible_at, clock_timestamp()),
-               clock_timestamp() + make_interval(secs => nullif(q.retention, @forever@)),
-               CASE WHEN jsonb_typeof(b.header) = 'object' THEN b.header->>'x-pgmq-group' END,
-               NULL, NULL, NULL, false
+        @insert_messages:q|b.body@
         -- Pairs each body with its headers (NULL when there are none: every caller has
         -- checked that a headers array is as long as msgs).
         FROM unnest(msgs, headers) WITH ORDINALITY AS b(body, header, n)
         ORDER BY b.n
         RETURNING msg_id
     ), counted AS (
-        INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
+        @counter_insert@
         SELECT q.id, 'sent', count(*), clock_timestamp() FROM ins HAVING count(*) > 0
     )
     SELECT msg_id FROM ins ORDER BY msg_id;
-    IF visible_at IS NULL OR visible_at <= clock_timestamp() THEN
-        PERFORM pg_notify(@channel@, q.name);
+    IF coalesce(p_delay, q.delivery_delay) <= 0 THEN
+        PERFORM @notify:q.name@;
     END IF;
 END;
 $$;
@@ -198,7 +196,8 @@ $$;
 -- finds its queue by the unique name, then its counter row and the wake-up. The columns it
 -- leaves out take the table's defaults (empty attributes, priority 0, never read). A queue
 -- it cannot serve so (another spelling of the name, max_length, a body over
--- max_message_size, no such queue) goes the general way of _pgq_insert, which says why.
+-- max_message_size, a delivery_delay and no delay given, no such queue) goes the general
+-- way of _pgq_insert, which says why or delays the message.
 --
 -- Two plain statements cost the server less than one with a data-modifying CTE, and no
 -- per-call SET clause is needed: neither statement prunes partitions, so the generic plan
@@ -224,15 +223,15 @@ BEGIN
     END IF;
     INSERT INTO @pgq@.pgq_message (msg_id, queue_id, message, headers, enqueued_at, vt,
                                    expires_at, group_id)
-    SELECT CASE WHEN q.durable THEN nextval('@pgq@.pgq_message_msg_id_seq')
-                ELSE nextval('@pgq@.pgq_message_transient_id_seq') END,
+    SELECT @next_msg_id:q@,
            q.id, _pgq_send_one.msg, coalesce(_pgq_send_one.headers, '{}'::jsonb), sent_at,
            coalesce(visible_at, sent_at),
-           sent_at + make_interval(secs => nullif(q.retention, @forever@)),
+           @expiry:q.retention|sent_at@,
            CASE WHEN jsonb_typeof(_pgq_send_one.headers) = 'object'
                 THEN _pgq_send_one.headers->>'x-pgmq-group' END
     FROM @pgq@.pgq_queue q
     WHERE q.name = _pgq_send_one.queue_name AND q.max_length IS NULL
+      AND (visible_at IS NOT NULL OR q.delivery_delay <= 0)
       AND (q.max_message_size >= 2147483647
            OR octet_length(_pgq_send_one.msg::text) <= q.max_message_size)
     RETURNING msg_id, queue_id INTO new_id, target;
@@ -241,19 +240,22 @@ BEGIN
                                                     ARRAY[msg], ARRAY[headers], visible_at);
         RETURN;
     END IF;
-    INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
-    VALUES (target, 'sent', 1, sent_at);
+    @counter_insert@ VALUES (target, 'sent', 1, sent_at);
     IF visible_at IS NULL OR visible_at <= sent_at THEN
-        PERFORM pg_notify(@channel@, queue_name);
+        PERFORM @notify:queue_name@;
     END IF;
     RETURN NEXT new_id;
 END;
 $$;
 
--- Lease up to qty visible messages of queue q for vt seconds, best first (priority, then
--- msg_id: PGMQ's msg_id order, since PGMQ's queues have one priority), each only if
--- ``conditional`` is '{}' or its body contains it. Skips what pgq_django would not deliver:
--- expired messages, paused queues, and on a FIFO queue messages behind their group's head.
+-- Lease up to p_qty visible messages of queue qrow for p_vt seconds (NULL: the queue's
+-- visibility timeout), as the Python API's read leases them, each only if p_conditional
+-- is '{}' or its body contains it: best first (priority, then msg_id: PGMQ's msg_id
+-- order, since PGMQ's queues have one priority); no expired message and nothing from a
+-- paused queue; on a FIFO queue the head of each group with the run of the group's
+-- messages behind it; a queue's rate and concurrency limits taking turns with the Python
+-- API's and the worker's leases (its limit row locked, made first if it has none). A read
+-- also sets last_read_at, which PGMQ's message record carries.
 --
 -- enable_sort is off in here so that the plan walks the ready index in order and stops at
 -- qty. The generic plan does not know qty; when the statistics say the message partitions
@@ -261,40 +263,35 @@ $$;
 -- visible message of the queue below that walk, and keeps that plan for the session: each
 -- read would then sort the whole backlog. The same holds for pop.
 CREATE FUNCTION @extschema@._pgq_lease(
-    q @pgq@.pgq_queue, vt integer, qty integer, conditional jsonb
+    qrow @pgq@.pgq_queue, p_vt integer, p_qty integer, p_conditional jsonb
 ) RETURNS SETOF @extschema@.message_record
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_sort = off AS $$
 #variable_conflict use_column
+DECLARE
+    p_queue text := qrow.name;
+    locked record;
 BEGIN
-    IF q.paused THEN
+    IF qrow.rate_limit IS NULL AND qrow.concurrency_limit IS NULL THEN
+        IF qrow.fifo THEN
+            RETURN QUERY @store:read_fifo@;
+        ELSE
+            RETURN QUERY @store:read@;
+        END IF;
         RETURN;
     END IF;
-    RETURN QUERY
-    WITH c AS (
-        SELECT m.msg_id FROM @pgq@.pgq_message m
-        WHERE m.queue_id = q.id
-          AND m.vt <= clock_timestamp()
-          AND (m.expires_at IS NULL OR m.expires_at > clock_timestamp())
-          AND (conditional IS NULL OR conditional = '{}'::jsonb OR m.message @> conditional)
-          AND (NOT q.fifo OR m.group_id IS NULL OR NOT EXISTS (
-                SELECT 1 FROM @pgq@.pgq_message e
-                WHERE e.queue_id = m.queue_id AND e.group_id = m.group_id
-                  AND e.msg_id < m.msg_id))
-        ORDER BY m.priority, m.msg_id
-        LIMIT qty
-        FOR UPDATE OF m SKIP LOCKED
-    ), u AS (
-        UPDATE @pgq@.pgq_message m
-        SET last_read_at = clock_timestamp(),
-            vt = clock_timestamp() + make_interval(secs => _pgq_lease.vt),
-            read_ct = m.read_ct + 1
-        FROM c WHERE m.msg_id = c.msg_id
-        RETURNING m.msg_id, m.read_ct, m.enqueued_at, m.last_read_at, m.vt, m.message,
-                  m.headers, m.priority
-    )
-    SELECT u.msg_id, u.read_ct, u.enqueued_at, u.last_read_at, u.vt, u.message,
-           @extschema@._pgq_headers(u.headers)
-    FROM u ORDER BY u.priority, u.msg_id;
+    @store:lock_limit@ INTO locked;
+    IF NOT FOUND THEN
+        @store:add_limit@;
+        @store:lock_limit@ INTO locked;
+        IF NOT FOUND THEN
+            RETURN;  -- no limit any more: the next read takes the first way
+        END IF;
+    END IF;
+    IF qrow.fifo THEN
+        RETURN QUERY @store:read_limited_fifo@;
+    ELSE
+        RETURN QUERY @store:read_limited@;
+    END IF;
 END;
 $$;
 
@@ -320,35 +317,26 @@ BEGIN
 END;
 $$;
 
--- Take messages out of queue q: by ids (delete), or archived with outcome 'archived'
--- (archive). A queue made with archive_on_ack archives what is deleted, as the Python
--- API's delete does. Counts them as the Python API does; answers the ids taken.
-CREATE FUNCTION @extschema@._pgq_remove(q @pgq@.pgq_queue, ids bigint[], archives boolean)
+-- Take the messages p_ids out of queue qrow: deleted (archived as 'acked' when the queue
+-- archives on ack), or archived with outcome 'archived' (``archives``), as the Python
+-- API's delete and archive take them, counted as they count them; the archive keeps
+-- last_read_at, which PGMQ's archive shows. Answers the ids taken, in order.
+CREATE FUNCTION @extschema@._pgq_remove(qrow @pgq@.pgq_queue, p_ids bigint[], archives boolean)
 RETURNS SETOF bigint
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+DECLARE
+    p_queue text := qrow.name;
+    acted record;
 BEGIN
-    RETURN QUERY
-    WITH d AS (
-        DELETE FROM @pgq@.pgq_message m
-        WHERE m.msg_id = ANY(ids) AND m.queue_id = (q).id
-        RETURNING m.*
-    ), a AS (
-        INSERT INTO @pgq@.pgq_archived_message (msg_id, queue_id, message, headers,
-            attributes, label, priority, read_ct, enqueued_at, vt, expires_at, group_id,
-            dedup_id, max_retries, retry_delay, cancel_requested, last_read_at, archived_at,
-            outcome)
-        SELECT d.msg_id, d.queue_id, d.message, d.headers, d.attributes, d.label,
-               d.priority, d.read_ct, d.enqueued_at, d.vt, d.expires_at, d.group_id,
-               d.dedup_id, d.max_retries, d.retry_delay, d.cancel_requested, d.last_read_at,
-               clock_timestamp(), CASE WHEN archives THEN 'archived' ELSE 'acked' END
-        FROM d WHERE archives OR (q).archive_on_ack
-    ), counted AS (
-        INSERT INTO @pgq@.pgq_queue_counter (queue_id, kind, n, at)
-        SELECT (q).id, CASE WHEN archives THEN 'archived' ELSE 'acked' END, count(*),
-               clock_timestamp()
-        FROM d HAVING count(*) > 0
-    )
-    SELECT d.msg_id FROM d ORDER BY d.msg_id;
+    IF archives THEN
+        @store:archive@ INTO acted;
+    ELSIF qrow.archive_on_ack THEN
+        @store:delete_archiving@ INTO acted;
+    ELSE
+        @store:delete@ INTO acted;
+    END IF;
+    RETURN QUERY SELECT unnest(acted.msg_ids);
 END;
 $$;
 

@@ -19,24 +19,46 @@ TRANSIENT_FIRST_ID = 4 * 10**15
 LAST_MSG_ID = 2**53 - 1
 
 
+def _per_id_space(queue: str, sequence: str) -> str:
+    """``sequence`` (a template of ``{}``, the sequence's name) for the id space of
+    ``queue``'s messages (a row source with the queue's ``durable``): the one rule of which
+    sequence a queue's ids come from."""
+    durable, transient = (
+        sequence.format(MSG_ID_SEQUENCE),
+        sequence.format(TRANSIENT_MSG_ID_SEQUENCE),
+    )
+    return f"CASE WHEN {queue}.durable THEN {durable} ELSE {transient} END"
+
+
 def next_msg_id(queue: str) -> str:
     """The expression that draws a new msg_id for a message of ``queue`` (a row source with
     the queue's ``durable``): from the sequence of the queue's id space. CASE evaluates
     only the branch it takes, so a send advances one sequence."""
-    return (
-        f"CASE WHEN {queue}.durable THEN nextval('{MSG_ID_SEQUENCE}') "
-        f"ELSE nextval('{TRANSIENT_MSG_ID_SEQUENCE}') END"
-    )
+    return _per_id_space(queue, "nextval('{}')")
 
 
-def expiry(seconds: str) -> str:
-    """The ``expires_at`` of a message that may wait ``seconds`` (a SQL expression).
+def id_sequence(queue: str) -> str:
+    """The sequence (a ``regclass``) :func:`next_msg_id` draws from for ``queue``: for a
+    statement that draws many ids of one queue, choosing the sequence once."""
+    return _per_id_space(queue, "'{}'::regclass")
+
+
+def expiry(seconds: str, *, start: str = "clock_timestamp()") -> str:
+    """The ``expires_at`` of a message sent at ``start`` that may wait ``seconds`` (SQL
+    expressions).
 
     The longest retention the API accepts means "keep until taken": such a message gets no
     expiry at all rather than one a century away, so it costs no entry in the expiry index
     and the expire duty never looks at it (PGMQ's queues, made with that retention, have no
     expiry either)."""
-    return f"clock_timestamp() + make_interval(secs => nullif({seconds}, {MAX_SECONDS}))"
+    return f"{start} + make_interval(secs => nullif({seconds}, {MAX_SECONDS}))"
+
+
+def notify_queue(name: str, *, channel: str = "%(channel)s") -> str:
+    """The wake-up of the listeners of queue ``name`` (a SQL expression): a notification on
+    ``channel`` (``PGQ["NOTIFY_CHANNEL"]``) whose payload is the queue's name, sent when a
+    commit makes messages of it visible."""
+    return f"pg_notify({channel}, {name})"
 
 
 # A queue without a rate or concurrency limit: what READ's ``q`` requires, so that a read of
@@ -132,15 +154,22 @@ def insert_messages(
 
 
 def archive_rows(
-    rows: str, outcome: str, *, result: str | None = None, error: str | None = None
+    rows: str,
+    outcome: str,
+    *,
+    result: str | None = None,
+    error: str | None = None,
+    kept: tuple[str, ...] = (),
 ) -> str:
     """``INSERT INTO pgq_archived_message`` of the message rows in CTE ``rows``.
 
     ``rows`` is what a ``DELETE … RETURNING`` of :data:`M_COLS` produced (the archive move:
     a message leaves the live table and its archived copy appears in one statement).
     ``outcome``, ``result`` and ``error`` are SQL expressions; the archive time is now.
+    ``kept``: more columns of both tables that ``rows`` returns and the archive keeps.
     """
-    columns, values = "", ""
+    columns = "".join(f", {column}" for column in kept)
+    values = columns
     if result is not None:
         columns, values = columns + ", result", values + f", {result}"
     if error is not None:
