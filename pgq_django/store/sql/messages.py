@@ -24,6 +24,7 @@ from .fragments import (
     counted,
     dead_letter_set,
     insert_messages,
+    notify_queue,
 )
 
 # A send that is its own transaction into a non-durable queue commits without waiting for
@@ -74,7 +75,7 @@ WITH q AS (
 ){count}
 SELECT (SELECT id FROM q) AS found_queue_id,
        ARRAY(SELECT msg_id FROM ins ORDER BY msg_id) AS msg_ids,
-       (SELECT count(pg_notify(%(channel)s, q.name)) FROM room q
+       (SELECT count({notify_queue("q.name")}) FROM room q
         WHERE %(notify)s AND coalesce({options["delay"]}, q.delivery_delay) <= 0) AS notified,
        EXISTS (SELECT 1 FROM q) AND NOT EXISTS (SELECT 1 FROM room) AS queue_full{bounded}{relax}
 """
@@ -108,7 +109,7 @@ def _send_one(counted_here: bool) -> str:
     insert = f"""{insert_messages("q", "%(body)s::jsonb", options=OPTION_DEFAULTS)}
     FROM pgq_queue q
     WHERE q.name = %(queue)s AND q.max_message_size >= %(size)s AND q.max_length IS NULL"""
-    wake = """(CASE WHEN %(notify)s AND vt <= clock_timestamp() THEN pg_notify(%(channel)s, %(queue)s) END)
+    wake = f"""(CASE WHEN %(notify)s AND vt <= clock_timestamp() THEN {notify_queue("%(queue)s")} END)
         IS NOT NULL AS notified"""  # noqa: E501
     if counted_here:
         return f"""
