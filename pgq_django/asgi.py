@@ -63,6 +63,7 @@ from django.core.asgi import get_asgi_application as django_asgi_application
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import get_script_prefix
 from django.core.handlers.base import BaseHandler
+from django.db import InterfaceError, OperationalError
 from django.urls import Resolver404, ResolverMatch, get_resolver, set_script_prefix
 from django.utils.module_loading import import_string
 from rest_framework.exceptions import APIException
@@ -180,8 +181,13 @@ async def early_refusal(scope: dict[str, Any]) -> tuple[int, dict[str, Any], dic
             await authentication.check_basic_early(scope, header)
         except APIException as exc:
             return _api_refusal(exc)
+        except (OperationalError, InterfaceError):
+            # The database unreachable (an outage, a failover): the request's own
+            # authentication meets it too and answers 503; the process's outage record
+            # logs it once, not a traceback per request.
+            pass
         except Exception:
-            # Not a refusal (the database unreachable, say): serve the request, whose own
+            # Neither a refusal nor the database: serve the request, whose own
             # authentication meets the same error and answers it as Django does.
             logger.warning("event=rest_early_auth_failed", exc_info=True)
         return None

@@ -202,14 +202,19 @@ def _call_recovering(
         db.close()
         safe = retry(*args, **kwargs) if callable(retry) else retry
         if not safe:
-            raise ConnectionLost(
-                f"The connection to PostgreSQL was lost during {func.__name__}(); whether it "
-                "took effect is unknown. The next call uses a new connection; to send at "
-                "most once across such a retry, give the message a dedup_id.",
-                operation=func.__name__,
-            ) from exc
+            raise _outcome_unknown(func.__name__) from exc
         logger.info("event=connection_lost_retry operation=%s error=%r", func.__name__, exc)
         return _retry_once(func, args, kwargs, db, record)
+
+
+def _outcome_unknown(operation: str) -> ConnectionLost:
+    return ConnectionLost(
+        f"The connection to PostgreSQL was lost during {operation}(); whether it took "
+        "effect is unknown. The next call uses a new connection; to send at most once "
+        "across such a retry, give the message a dedup_id and send it again with the same "
+        "one.",
+        operation=operation,
+    )
 
 
 def _retry_once(
@@ -220,16 +225,22 @@ def _retry_once(
     record: availability.Availability,
 ) -> R:
     """The one retry after a lost session, on a new connection: if that connection cannot
-    be made the server is gone, which opens an outage rather than failing with its error."""
+    be made the server is gone, which opens an outage rather than failing with its error;
+    if it is lost in turn (a failover under way), the outcome is unknown again, and says so."""
     if not record.may_try():
         raise _unavailable(func.__name__, record)
     try:
         return func(*args, **kwargs)
     except (OperationalError, InterfaceError) as exc:
-        if db.in_atomic_block or db.connection is not None:
+        if db.in_atomic_block:
             raise
-        record.lost(exc)
-        raise _unavailable(func.__name__, record) from exc
+        if db.connection is None:
+            record.lost(exc)
+            raise _unavailable(func.__name__, record) from exc
+        if not _lost(db):
+            raise
+        db.close()
+        raise _outcome_unknown(func.__name__) from exc
 
 
 def _unavailable(operation: str, record: availability.Availability) -> DatabaseUnavailable:
