@@ -3,8 +3,8 @@
 Everything goes through the OpenTelemetry API (the ``otel`` extra), never the SDK: the
 project configures an SDK, or nothing happens. Each hook answers at once while no tracer
 provider is configured (or while the API is not installed), so a project without
-OpenTelemetry pays one check per call; the first call after a provider is set makes the
-tracer and the instruments, once.
+OpenTelemetry pays a clock reading per call; the first call after a provider is set makes
+the tracer and the instruments, once.
 
 The hooks, each a decorator or a line in the code it observes:
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -239,8 +240,12 @@ class _Live:
                 kind=trace.SpanKind.CONSUMER,
                 attributes=attributes,
                 links=links,
-            ):
-                outcome = run(entry, message)
+            ) as span:
+                try:
+                    outcome = run(entry, message)
+                except BaseException as exc:  # a batch's handler: it fails the message
+                    notes["error"] = _failure(span, exc)
+                    raise
         finally:
             _NOTES.reset(token)
         self.measure(self.processed, started, "process", name, notes.get("error"))
@@ -277,6 +282,11 @@ class _Live:
 
 
 _live: _Live | None = None
+# When the provider was last found unset: asking OpenTelemetry costs more than the rest of a
+# hook, so a process without an SDK asks at most once per RECHECK seconds, and a provider
+# set after the first message is picked up within that time.
+_unset_at = -math.inf
+RECHECK = 1.0
 if API:
     _propagator = TraceContextTextMapPropagator()
     _baggage = W3CBaggagePropagator()
@@ -284,11 +294,15 @@ if API:
 
 def _on() -> _Live | None:
     """The tracer and instruments when the project has configured a tracer provider."""
-    global _live
+    global _live, _unset_at
     if _live is not None or not API:
         return _live
+    now = time.monotonic()
+    if now - _unset_at < RECHECK:
+        return None
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider):
+        _unset_at = now
         return None
     version = _version()
     _live = _Live(

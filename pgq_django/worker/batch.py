@@ -36,7 +36,7 @@ from typing import Any
 from django.db import close_old_connections, connections, transaction
 from django.db.transaction import TransactionManagementError
 
-from .. import seams
+from .. import seams, telemetry
 from ..api import delivery, messages
 from ..conf import settings
 from ..exceptions import InvalidArgument, RejectMessage
@@ -111,6 +111,10 @@ def _result_key(queue: str, message: Any, value: Any) -> tuple[Any, Any]:
     except InvalidArgument as exc:
         note = unstorable_result_note(queue, message, value, exc)
         return delivery.encode_result(note), note
+
+
+# Each handler of a batch in its own ``process`` span (the batch's ack is one settle span).
+_process = telemetry.traced_process(call_handler)
 
 
 def _in_main_thread() -> bool:
@@ -213,7 +217,7 @@ def _run_in_transaction(
                 continue
             leases.started(message)
             try:
-                value = savepoint.call(call_handler, entry, message)
+                value = savepoint.call(_process, entry, message)
             except RejectMessage as exc:
                 done.rejected.append((message, exc))
             except BaseException as exc:

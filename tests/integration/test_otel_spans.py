@@ -17,6 +17,7 @@ import pgq_django as pgq
 from pgq_django import telemetry
 from pgq_django.telemetry import carriers
 from pgq_django.testing import drain
+from pgq_django.worker.loop import Worker
 from tests.otel_support import InMemory, hex_trace, in_memory, traceparent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -180,9 +181,10 @@ def test_a_publish_is_one_send_span_to_the_exchange_and_each_copy_keeps_it(otel,
     pgq.bind_queue(b, name)
     ids = pgq.publish(name, {"n": 1})
     (send,) = otel.finished(f"send {name}")
-    for queue, msg_id in zip((a, b), sorted(ids), strict=True):
-        stored = pgq.read_by_id(queue, msg_id) or pgq.read_by_id(b, msg_id)
-        assert stored.headers["pgq_trace"]["traceparent"] == traceparent(send)
+    copies = [m for q in (a, b) for m in pgq.read(q)]
+    assert sorted(m.msg_id for m in copies) == sorted(ids)
+    for m in copies:
+        assert m.headers["pgq_trace"]["traceparent"] == traceparent(send)
 
 
 def test_a_forged_context_in_headers_or_body_never_becomes_the_message_context(otel, make_queue):
@@ -226,3 +228,17 @@ def test_no_span_is_current_after_a_hook(otel, make_queue):
     pgq.send(q, 1)
     pgq.read(q)
     assert not trace.get_current_span().get_span_context().is_valid
+
+
+def test_a_batch_commit_gives_each_handler_its_process_span(otel, make_queue):
+    q = make_queue()
+    pgq.register_callback(q, HANDLER)
+    ids = pgq.send_batch(q, [{"n": 1}, {"fail": True}, {"n": 3}])
+    (send,) = otel.finished(f"send {q.name}")
+    Worker([q.name], once=True, listen=False, lead=False, batch_size=10).drain()
+    processes = otel.finished(f"process {q.name}")
+    assert sorted(p.attributes["messaging.message.id"] for p in processes) == sorted(map(str, ids))
+    assert {p.links[0].context.span_id for p in processes} == {send.context.span_id}
+    (failed,) = [p for p in processes if p.status.status_code is StatusCode.ERROR]
+    assert failed.attributes["messaging.message.id"] == str(ids[1])
+    assert failed.attributes["error.type"] == "ValueError"
