@@ -102,6 +102,9 @@ PGQ = {
     "SQS_ASGI_LEAN": True,
     # PGMQ's SQL functions over these queues, for PGMQ clients in any language (docs/pgmq.md).
     "PGMQ_SCHEMA": "pgmq",
+    # With OpenTelemetry's SDK configured (docs/observability.md), the admin links each
+    # message's trace id to a local Jaeger:
+    # "TRACE_URL": "http://localhost:16686/trace/{trace_id}",
 }
 
 LOGGING = {

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from django.contrib.auth import get_user_model
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -242,3 +243,17 @@ def test_a_batch_commit_gives_each_handler_its_process_span(otel, make_queue):
     (failed,) = [p for p in processes if p.status.status_code is StatusCode.ERROR]
     assert failed.attributes["messaging.message.id"] == str(ids[1])
     assert failed.attributes["error.type"] == "ValueError"
+
+
+def test_the_admin_shows_a_messages_trace_id_and_links_it(otel, make_queue, client, settings):
+    q = make_queue()
+    pgq.send(q, {"n": 1})
+    (send,) = otel.finished(f"send {q.name}")
+    admin = get_user_model().objects.create_superuser("otel_admin", "a@example.com", "pw")
+    client.force_login(admin)
+    page = client.get(f"/admin/pgq_django/queue/{q.pk}/messages/")
+    assert page.status_code == 200
+    assert f"<code>{hex_trace(send)}</code>" in page.text
+    settings.PGQ = {**settings.PGQ, "TRACE_URL": "https://jaeger.example/trace/{trace_id}"}
+    page = client.get(f"/admin/pgq_django/queue/{q.pk}/messages/")
+    assert f'href="https://jaeger.example/trace/{hex_trace(send)}"' in page.text
