@@ -4,6 +4,8 @@ and the documentation's list of every span, attribute and metric."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 from opentelemetry.propagators.aws.aws_xray_propagator import AwsXRayPropagator
@@ -119,3 +121,38 @@ def test_the_observability_page_lists_every_span_attribute_and_metric() -> None:
     for span in ("send", "receive", "process", "ack", "nack", "dead_letter", "archive"):
         assert f"| `{span}` |" in page, span
     assert telemetry.SYSTEM in page
+
+
+WITHOUT_API = """
+import json, logging, sys
+sys.modules["opentelemetry"] = None  # as if the otel extra were not installed
+import django
+from django.conf import settings
+settings.configure(INSTALLED_APPS=["pgq_django"], USE_TZ=True)
+django.setup()
+import pgq_django.api.messages, pgq_django.worker.executor, pgq_django.worker.batch
+from pgq_django import telemetry
+assert not telemetry.API
+seen = []
+send = telemetry.traced_send(lambda name, bodies, size, opts, deadline: seen.append(opts) or [7])
+assert send("q", ["1"], 1, {"headers": "{}"}, None) == [7]
+with telemetry.continuing("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"):
+    send("q", ["1"], 1, {"headers": '{"a":1}'}, None)
+assert seen[0] == {"headers": "{}"}, seen
+assert json.loads(seen[1]["headers"])["pgq_trace"]["traceparent"].startswith("00-0af7"), seen
+assert telemetry.traced_receive(lambda q: [1])("q") == [1]
+assert telemetry.traced_settle("ack")(lambda q, ref: True)("q", 1) is True
+telemetry.record_failure(ValueError("x"))
+telemetry.settled_as("dead")
+logger = logging.getLogger("pgq_django.worker")
+assert logger.filters == [], logger.filters
+print("ok")
+"""
+
+
+def test_without_the_api_every_hook_passes_straight_through() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_API], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("ok")
