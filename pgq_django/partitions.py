@@ -170,9 +170,23 @@ def _set_lock_timeout(value: str) -> None:
     _run(statements.SET_LOCK_TIMEOUT.format(timeout=sql.Literal(value)))
 
 
+class Busy(OperationalError):
+    """A table upkeep would lock is held by a long transaction: left for the next run."""
+
+
+def _wait_for_lock(table: str, lock_timeout_ms: int) -> None:
+    """Set the transaction's lock timeout, or raise :class:`Busy` at once when a long
+    transaction holds a lock on ``table`` (or on a partition of it): an exclusive lock queued
+    behind it would hold up every send and read for the whole timeout and then fail anyway.
+    """
+    if _one(statements.LONG_LOCK_HOLDER, [table])[0]:
+        raise Busy(f"a long transaction holds a lock on {table}")
+    _lock_timeout(lock_timeout_ms)
+
+
 def _exclusive(table: str, lock_timeout_ms: int) -> None:
     """In the current transaction: lock ``table`` exclusively, waiting at most the timeout."""
-    _lock_timeout(lock_timeout_ms)
+    _wait_for_lock(table, lock_timeout_ms)
     _run(statements.LOCK_PARENT.format(table=sql.Identifier(table)))
 
 
@@ -295,6 +309,12 @@ def _plan_queues(partition: str) -> None:
 # its indexes; a typo such as --premake 1000000 would otherwise create them for hours.
 MAX_PREMAKE = 100
 
+# How long making a range may wait for the parent's and the default partition's locks.
+# A reader in a long transaction that scanned ``pgq_message`` holds a lock that conflicts;
+# sends and reads queue behind a waiting lock, so the wait is kept short and retried at the
+# next run, while the ranges premade ahead take the sends meanwhile.
+PREMAKE_LOCK_TIMEOUT_MS = 100
+
 
 def premake_partitions(premake: int | None = None, *, dry_run: bool = False) -> list[str]:
     """Make sure ranges reach ``premake`` partition widths past the sequence; returns actions.
@@ -334,7 +354,7 @@ def ensure_transient_ranges(lock_timeout_ms: int = 1000) -> list[str]:
         with transaction.atomic(using=settings.DATABASE):
             previous = _one(statements.SHOW_LOCK_TIMEOUT)[0]
             _lock_timeout(lock_timeout_ms)
-            actions = list(_premake_space(TRANSIENT, position, 1, size, dry_run=False))
+            actions = list(_premake_space(TRANSIENT, position, 1, size, False, lock_timeout_ms))
             _set_lock_timeout(previous)
             return actions
     except OperationalError:  # lock_timeout: pgq_message is busy; upkeep makes them later
@@ -342,7 +362,12 @@ def ensure_transient_ranges(lock_timeout_ms: int = 1000) -> list[str]:
 
 
 def _premake_space(
-    space: IdSpace, position: int, ahead: int, size: int, dry_run: bool
+    space: IdSpace,
+    position: int,
+    ahead: int,
+    size: int,
+    dry_run: bool,
+    lock_timeout_ms: int = PREMAKE_LOCK_TIMEOUT_MS,
 ) -> Iterator[str]:
     """Ranges of ``space`` in each table, from the last one up to the one holding
     ``position + ahead * size``. In the non-durable space, whose ranges may all have been
@@ -362,7 +387,14 @@ def _premake_space(
             if not dry_run:
                 try:
                     with transaction.atomic(using=settings.DATABASE):
+                        # Attaching a range locks the parent and the default partition:
+                        # waiting behind a long reader's lock would queue every send and
+                        # read behind this statement, so it gives up and the next run retries.
+                        _wait_for_lock(table, lock_timeout_ms)
                         name = _create(table, lower, upper)
+                except OperationalError:
+                    yield f"busy: create {name} [{lower}, {upper}) left for the next run (locked)"
+                    break
                 except IntegrityError:
                     # Sends outran the premade ranges since this run looked: rows of this
                     # range arrived in the default partition, so PostgreSQL refuses the range.
@@ -628,7 +660,7 @@ def _truncate(name: str, lock_timeout_ms: int) -> bool:
     partition = sql.Identifier(name)
     try:
         with transaction.atomic(using=settings.DATABASE):
-            _lock_timeout(lock_timeout_ms)
+            _wait_for_lock(name, lock_timeout_ms)
             _run(statements.LOCK_PARTITION.format(partition=partition))
             if _holds_a_message(name):
                 return False

@@ -34,6 +34,23 @@ _UPKEEP_KEY = "('x' || left(md5('pgq_django.partition_upkeep'), 16))::bit(64)::b
 # as this transaction (the run's own, on a connection of its own) lasts.
 TRY_UPKEEP_LOCK = f"SELECT pg_try_advisory_xact_lock({_UPKEEP_KEY})"
 
+# -- long_lock_holder -- Whether another session has held a lock on the table %s (or, for a
+# parent, on any of its partitions) for a while: in a transaction idle for over a second or
+# open for over five (a REPEATABLE READ report, a forgotten BEGIN). Upkeep leaves such a table
+# for its next run instead of queueing an exclusive lock behind that session, which would make
+# every send and read wait behind the queued lock until the holder ends.
+LONG_LOCK_HOLDER = """
+SELECT EXISTS (
+    SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE l.granted AND l.locktype = 'relation' AND a.pid <> pg_backend_pid()
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND l.relation IN (SELECT relid FROM pg_partition_tree(%s::regclass))
+      AND (a.xact_start < clock_timestamp() - interval '5 seconds'
+           OR (a.state IN ('idle in transaction', 'idle in transaction (aborted)')
+               AND a.state_change < clock_timestamp() - interval '1 second'))
+)
+"""
+
 # -- show_lock_timeout -- The lock_timeout in force (to put back after a change).
 SHOW_LOCK_TIMEOUT = "SELECT current_setting('lock_timeout')"
 
