@@ -215,6 +215,9 @@ def snapshot(dsn: str, queue_id: int, ids: Ids) -> dict[str, Any]:
         dropped = conn.execute(
             "SELECT count(*) FROM pgq_dropped_queue WHERE queue_id = %s", [queue_id]
         ).fetchall()
+        bindings = conn.execute(
+            "SELECT count(*) FROM pgq_binding WHERE queue_id = %s", [queue_id]
+        ).fetchall()
     return {
         "live": [
             (ids(r[0]), *r[1:12], "visible" if r[12] <= 0 else _tens(r[12]), _tens(r[13]))
@@ -224,6 +227,7 @@ def snapshot(dsn: str, queue_id: int, ids: Ids) -> dict[str, Any]:
         "counters": counters,
         "limit": limit,
         "dropped": dropped,
+        "bindings": bindings,
     }
 
 
@@ -424,15 +428,18 @@ def test_purges_count_alike(doors: str) -> None:
 
 
 def drops(door: Door, answers: list[Any]) -> None:
+    pgq.bind_queue(door.queue, "dd_drops")
     door.send_batch([{"n": i} for i in range(3)])
     door.archive(door.read(1, 30)[0][0])
     answers.append(door.drop())
 
 
 def test_drops_take_every_row_with_the_queue(doors: str) -> None:
+    pgq.create_exchange("dd_drops")
     left = both(doors, drops)
     assert left["answers"] == [True]
     assert (left["live"], left["archived"], left["dropped"]) == ([], [], [(1,)])
+    assert left["bindings"] == [(0,)]
 
 
 def bounded_sends(door: Door, answers: list[Any]) -> None:

@@ -269,51 +269,40 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_sort = off 
 #variable_conflict use_column
 DECLARE
     p_queue text := qrow.name;
+    limited boolean := qrow.rate_limit IS NOT NULL OR qrow.concurrency_limit IS NOT NULL;
     locked record;
 BEGIN
-    IF qrow.rate_limit IS NULL AND qrow.concurrency_limit IS NULL THEN
-        IF qrow.fifo THEN
-            RETURN QUERY @store:read_fifo@;
-        ELSE
-            RETURN QUERY @store:read@;
-        END IF;
-        RETURN;
-    END IF;
-    @store:lock_limit@ INTO locked;
-    IF NOT FOUND THEN
-        @store:add_limit@;
+    IF limited THEN
         @store:lock_limit@ INTO locked;
         IF NOT FOUND THEN
-            RETURN;  -- no limit any more: the next read takes the first way
+            @store:add_limit@;
+            @store:lock_limit@ INTO locked;
+            IF NOT FOUND THEN
+                RETURN;  -- no limit any more: the next read takes the unlimited way
+            END IF;
         END IF;
     END IF;
-    IF qrow.fifo THEN
-        RETURN QUERY @store:read_limited_fifo@;
-    ELSE
+    IF NOT limited AND NOT qrow.fifo THEN
+        RETURN QUERY @store:read@;
+    ELSIF NOT limited THEN
+        RETURN QUERY @store:read_fifo@;
+    ELSIF NOT qrow.fifo THEN
         RETURN QUERY @store:read_limited@;
+    ELSE
+        RETURN QUERY @store:read_limited_fifo@;
     END IF;
 END;
 $$;
 
--- Lease the messages ``ids`` of queue q (a grouped read's choice), in that order.
-CREATE FUNCTION @extschema@._pgq_lease_ids(q @pgq@.pgq_queue, vt integer, ids bigint[])
-RETURNS SETOF @extschema@.message_record
+-- Lease the messages p_ids of queue qrow (a grouped read's choice) that are still visible,
+-- as the Python API leases messages it selected, in the order of the choice.
+CREATE FUNCTION @extschema@._pgq_lease_ids(
+    qrow @pgq@.pgq_queue, p_vt integer, p_ids bigint[]
+) RETURNS SETOF @extschema@.message_record
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 BEGIN
-    RETURN QUERY
-    WITH u AS (
-        UPDATE @pgq@.pgq_message m
-        SET last_read_at = clock_timestamp(),
-            vt = clock_timestamp() + make_interval(secs => _pgq_lease_ids.vt),
-            read_ct = m.read_ct + 1
-        WHERE m.msg_id = ANY(ids) AND m.queue_id = q.id AND m.vt <= clock_timestamp()
-        RETURNING m.msg_id, m.read_ct, m.enqueued_at, m.last_read_at, m.vt, m.message,
-                  m.headers
-    )
-    SELECT u.msg_id, u.read_ct, u.enqueued_at, u.last_read_at, u.vt, u.message,
-           @extschema@._pgq_headers(u.headers)
-    FROM u ORDER BY array_position(ids, u.msg_id);
+    RETURN QUERY @store:lease_ids@;
 END;
 $$;
 

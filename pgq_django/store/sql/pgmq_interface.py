@@ -121,14 +121,14 @@ def _once(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
-def _records(rows: str) -> str:
-    """PGMQ's message records of the rows of CTE ``rows``, in delivery order; headers never
-    set read NULL, as PGMQ shows them."""
+def _records(rows: str, order: str | None = None) -> str:
+    """PGMQ's message records of the rows of CTE ``rows``, in delivery order (or ``order``);
+    headers never set read NULL, as PGMQ shows them."""
     r = rows
     return (
         f"SELECT {r}.msg_id, {r}.read_ct, {r}.enqueued_at, {r}.last_read_at, {r}.vt, "
         f"{r}.message, @extschema@._pgq_headers({r}.headers)\n"
-        f"FROM {r} ORDER BY {r}.priority, {r}.msg_id"
+        f"FROM {r} ORDER BY {order or f'{r}.priority, {r}.msg_id'}"
     )
 
 
@@ -152,6 +152,11 @@ def _archiving(
     kept = archive_rows(rows, outcome, result=result, error=error, kept=("last_read_at",))
     return _once(text, moved, kept)
 
+
+# What PGMQ's grouped reads chose (p_ids of queue qrow), those still visible: leased as the
+# Python API leases the messages an ORM queryset selected.
+_CHOSEN = """SELECT m.msg_id FROM pgq_message m
+    WHERE m.msg_id = ANY(p_ids) AND m.queue_id = qrow.id AND m.vt <= clock_timestamp()"""
 
 # What a PGMQ read's ``conditional`` filters: the body contains it ('{}': every message).
 _CONDITIONAL = (
@@ -190,6 +195,11 @@ def _statements() -> dict[str, str]:
         )
         pop = _archiving(messages.POP[fifo], "d", "'acked'").format(filters="")
         found["pop" + suffix] = _once(pop, f"SELECT {COLS} FROM d", _records("d"))
+    chosen = _once(messages.LEASE_SELECTED.format(candidates=_CHOSEN), "%s", "%(vt)s")
+    found["lease_ids"] = (
+        f"WITH leased AS ({_reading(chosen)})\n"
+        f"{_records('leased', 'array_position(p_ids, leased.msg_id)')}"
+    )
     found["lock_limit"] = queues.LOCK_LIMIT
     found["add_limit"] = queues.ADD_LIMIT
     found["ack_one"] = messages.ACK_ONE
