@@ -1,10 +1,14 @@
-"""What the PGMQ SQL interface's installer asks and does around its schema files.
+"""What the PGMQ SQL interface's installer asks and does around its schema files, and the
+rendering of those files from the store's own statements.
 
-The interface itself (types, views, PGMQ's functions over pgq_django's tables) is SQL files
-in :mod:`pgq_django.pgmq.sql`; these statements are the installer's
-(:mod:`pgq_django.pgmq.install`): whether PGMQ or a foreign schema is in the way, whether
-the tables are ready, and removing the schema while carrying over its insert-notification
-settings.
+The interface itself (types, views, PGMQ's functions over pgq_django's tables) is SQL
+templates in :mod:`pgq_django.pgmq.sql`; :func:`render` fills them with the statements and
+fragments of this package that the Python API runs (READ and the limited lease, POP,
+ACK_ONE, DELETE, ARCHIVE, PURGE, LEASE_SELECTED, and the send's fragments), so a rule the
+store owns is written once. The statements below are the installer's
+(:mod:`pgq_django.store.pgmq_schema`, for :mod:`pgq_django.pgmq.install`): whether PGMQ or a
+foreign schema is in the way, whether the tables are ready, and removing the schema while
+carrying over its insert-notification settings.
 """
 
 from __future__ import annotations
