@@ -13,6 +13,7 @@ carrying over its insert-notification settings.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 
@@ -142,6 +143,7 @@ _RETURNING = f"RETURNING {M_COLS}"
 
 
 def _reading(text: str) -> str:
+    """``text``, a lease, setting and returning last_read_at too."""
     text = _once(text, _LEASE_SET, _LEASE_SET + ", last_read_at = clock_timestamp()")
     return _once(text, _RETURNING, _RETURNING + ", m.last_read_at")
 
@@ -187,6 +189,7 @@ _VALUES = {
 }
 
 
+@functools.cache
 def _statements() -> dict[str, str]:
     """The store's statements the functions run, by the name their placeholder gives."""
     found = {}
