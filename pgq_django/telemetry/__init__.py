@@ -248,7 +248,7 @@ class _Live:
                     raise
         finally:
             _NOTES.reset(token)
-        self.measure(self.processed, started, "process", name, notes.get("error"))
+            self.measure(self.processed, started, "process", name, notes.get("error"))
         return outcome
 
     def settle(self, call: Callable[..., R], operation: str, args: Any, kwargs: Any) -> R:
@@ -340,6 +340,7 @@ def _failure(span: Any, exc: BaseException) -> str:
     code = getattr(exc, "code", None)
     error = code if isinstance(code, str) else type(exc).__qualname__
     span.set_attribute(_ERROR_TYPE, error)
+    span.set_status(trace.Status(trace.StatusCode.ERROR, f"{error}: {exc}"))
     return error
 
 
@@ -479,7 +480,6 @@ def record_failure(exc: BaseException) -> None:
     span = trace.get_current_span()
     notes["error"] = _failure(span, exc)
     span.record_exception(exc)
-    span.set_status(trace.Status(trace.StatusCode.ERROR, notes["error"]))
 
 
 @contextmanager

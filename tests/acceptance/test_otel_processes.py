@@ -246,3 +246,23 @@ def test_the_pgmq_door_honours_a_clients_traceparent_header(make_queue, spawn, t
     run_worker(spawn, tmp_path / "w.jsonl", q.name)
     process = only(spans_in(tmp_path / "w.jsonl"), f"process {q.name}")
     assert process["links"] == [{"trace_id": TRACE, "span_id": "b7ad6b7169203331"}]
+
+
+def test_a_reply_carries_the_context_of_the_processing_that_sent_it(
+    otel, make_queue, spawn, tmp_path
+):
+    q, replies = make_queue(), make_queue()
+    pgq.register_callback(q, HANDLER)
+    with otel.tracer.start_as_current_span("POST /quote", kind=SpanKind.SERVER):
+        msg_id = pgq.send(q, {"n": 1}, reply_to=replies.name)
+    run_worker(spawn, tmp_path / "w.jsonl", q.name)
+    worker = spans_in(tmp_path / "w.jsonl")
+    process = only(worker, f"process {q.name}")
+    reply_send = only(worker, f"send {replies.name}")
+    assert reply_send["parent"] == process["span_id"]
+    conversation = "messaging.message.conversation_id"
+    assert process["attributes"][conversation] == reply_send["attributes"][conversation]
+    assert process["attributes"][conversation] == str(msg_id)
+    (reply,) = pgq.read(replies)
+    stored = reply.headers["pgq_trace"]["traceparent"]
+    assert stored.startswith(f"00-{reply_send['trace_id']}-{reply_send['span_id']}-")
