@@ -166,6 +166,10 @@ class ReplicatedPair:
             "?target_session_attrs=read-write&connect_timeout=5"
         )
 
+    def standby_url(self, dbname: str) -> str:
+        """The standby alone, as a read replica's URL."""
+        return f"postgresql://postgres@127.0.0.1:{self.standby.port}/{dbname}?connect_timeout=5"
+
     def _make(self) -> None:
         if _as_root():
             entry = ensure_user_exists(_SERVER_USER)

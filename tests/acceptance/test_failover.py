@@ -63,6 +63,8 @@ pgq.create_queue({QUEUE!r}, visibility_timeout={VISIBILITY_TIMEOUT}, archive_on_
 User.objects.create_superuser("ops", password={PASSWORD!r})
 """
 
+READ_METRICS = f"import pgq_django as pgq; print(pgq.metrics({QUEUE!r}).total_messages)"
+
 
 @pytest.fixture
 def pair() -> Iterator[ReplicatedPair]:
@@ -137,6 +139,12 @@ def test_failover_under_load_loses_no_acknowledged_send(
         wait_until(lambda: len(_lines(tmp_path / "handled")) >= 100, what="work under way")
         rest_before = _rest_send(rest.url, {"workdir": str(tmp_path)}, "rest-before")
         assert rest_before.status_code == 201, rest_before.text
+        # The standby serves what only reads (docs/operations.md, read replicas).
+        on_replica = run_django(
+            "shell", "-c", READ_METRICS, database_url=pair.standby_url(DATABASE)
+        )
+        assert on_replica.returncode == 0, on_replica.stdout + on_replica.stderr
+        assert int(on_replica.stdout.split()[-1]) > 0, on_replica.stdout
 
         worker_from, sender_from = (len(p.err_path.read_text()) for p in (worker, sender))
         crashed_at = time.time()
