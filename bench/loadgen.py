@@ -41,6 +41,10 @@ PAUSE_AFTER_ERROR = 0.2
 TICK = 0.025
 
 
+class NotSent(Exception):
+    """A send that certainly did not happen (no connection could be made for it)."""
+
+
 class Client(Protocol):
     def send(self, bodies: list[dict[str, Any]]) -> int: ...
     def read(self, qty: int, wait: int) -> list[tuple[Any, dict[str, Any]]]: ...
@@ -56,8 +60,12 @@ class PgqClient:
 
     def send(self, bodies: list[dict[str, Any]]) -> int:
         import pgq_django as pgq
+        from pgq_django.exceptions import DatabaseUnavailable
 
-        return len(pgq.send_batch(self.queue, bodies))
+        try:
+            return len(pgq.send_batch(self.queue, bodies))
+        except DatabaseUnavailable as exc:  # documented: nothing was sent
+            raise NotSent from exc
 
     def read(self, qty: int, wait: int) -> list[tuple[Any, dict[str, Any]]]:
         import pgq_django as pgq
@@ -86,7 +94,10 @@ class PgmqClient:
 
     def _execute(self, statement: str, args: list[Any]) -> list[Any]:
         if self.conn is None or self.conn.closed:
-            self.conn = psycopg.connect(**self.params, autocommit=True)
+            try:
+                self.conn = psycopg.connect(**self.params, autocommit=True)
+            except psycopg.OperationalError as exc:
+                raise NotSent from exc
         try:
             return self.conn.execute(statement, args).fetchall()
         except psycopg.OperationalError:
@@ -179,8 +190,9 @@ def _record(fd: int | None, line: str) -> None:
 def produce(plan: Plan, started: float, stop: Any, sent: Any, consumed: Any) -> None:
     """Send at ``plan.rate`` (or as fast as the backlog allows) until ``stop`` is set.
 
-    Each send's sequence numbers go to the log as ``ok first last`` once the call returned,
-    or ``unknown first last`` when it raised (it may or may not have committed)."""
+    Each send's sequence numbers go to the log as ``ok first last at`` once the call
+    returned, or ``unknown first last at`` when it raised (it may or may not have committed),
+    ``at`` being the seconds since the start when it was sent."""
     quiet_signals()
     client = plan.make_client()
     fd = (
@@ -204,12 +216,17 @@ def produce(plan: Plan, started: float, stop: Any, sent: Any, consumed: Any) -> 
         bodies = [{"seq": seq + k, "t": now, "pad": PAD} for k in range(due)]
         try:
             client.send(bodies)
-        except Exception:
-            _record(fd, f"unknown {seq} {seq + due - 1}\n")
+        except NotSent:
+            _record(fd, f"refused {seq} {seq + due - 1} {now - started:.3f}\n")
             seq += due
             stop.wait(PAUSE_AFTER_ERROR)
             continue
-        _record(fd, f"ok {seq} {seq + due - 1}\n")
+        except Exception:
+            _record(fd, f"unknown {seq} {seq + due - 1} {now - started:.3f}\n")
+            seq += due
+            stop.wait(PAUSE_AFTER_ERROR)
+            continue
+        _record(fd, f"ok {seq} {seq + due - 1} {now - started:.3f}\n")
         seq += due
         with sent.get_lock():
             sent.value += due
@@ -318,3 +335,30 @@ class Load:
             if proc.is_alive():
                 proc.terminate()
                 proc.join(timeout=5)
+
+
+class StopFlag:
+    """Ctrl+C / SIGTERM for a bench's parent process: a plain flag the handler sets and the
+    run's waits poll. Not a multiprocessing or threading Event: their ``set`` takes a lock
+    that the interrupted ``wait`` may be holding, and the handler would wait for it forever."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def install(self) -> None:
+        def stop(signum: int, frame: Any) -> None:
+            print("\nstopping…", flush=True)
+            self.stopped = True
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, stop)
+
+    def is_set(self) -> bool:
+        return self.stopped
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep ``seconds`` or until stopped; whether stopped."""
+        end = clock() + seconds
+        while not self.stopped and clock() < end:
+            time.sleep(min(0.1, max(0.0, end - clock())))
+        return self.stopped

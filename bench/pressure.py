@@ -34,7 +34,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import signal
 import sys
 import tempfile
 import time
@@ -221,7 +220,9 @@ def _plans(args: argparse.Namespace, logs: Path, rate: float | None, qty: int) -
     }
 
 
-def _wait(seconds: float, tick: Callable[[], None], stopping: Any, every: float) -> None:
+def _wait(
+    seconds: float, tick: Callable[[], None], stopping: loadgen.StopFlag, every: float
+) -> None:
     end = clock() + seconds
     while clock() < end:
         if stopping.is_set():
@@ -241,7 +242,7 @@ def _phases(args: argparse.Namespace) -> list[tuple[str, float, str | None]]:
     ]
 
 
-def run_pins(args: argparse.Namespace, work: Path, stopping: Any) -> dict[str, Any]:
+def run_pins(args: argparse.Namespace, work: Path, stopping: loadgen.StopFlag) -> dict[str, Any]:
     ctx = multiprocessing.get_context("fork")
     started = clock()
     plans = _plans(args, work, args.rate, args.qty)
@@ -356,7 +357,7 @@ class _fault:
                 proc.join(timeout=30)
 
 
-def run_highest(args: argparse.Namespace, work: Path, stopping: Any) -> dict[str, Any]:
+def run_highest(args: argparse.Namespace, work: Path, stopping: loadgen.StopFlag) -> dict[str, Any]:
     """Each side alone, as fast as its consumers keep up, one after the other."""
     ctx = multiprocessing.get_context("fork")
     out: dict[str, Any] = {}
@@ -443,14 +444,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     setup(args)
-    stopping = multiprocessing.get_context("fork").Event()
-
-    def stop(signum: int, frame: Any) -> None:
-        print("\nstopping…", flush=True)
-        stopping.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, stop)
+    stopping = loadgen.StopFlag()
+    stopping.install()
     work = Path(tempfile.mkdtemp(prefix="pgq_pressure_"))
     report: dict[str, Any] = {"settings": {k: str(v) for k, v in vars(args).items()}}
     if args.pins:
