@@ -250,6 +250,9 @@ def test_failover_under_load_loses_no_acknowledged_send(
         assert len(acks) <= THREADS and len(switch) - len(acks) <= 4, log[start:]
         assert sum("event=database_lost" in line for line in switch) == 1, log[start:]
     assert "Traceback" not in worker_log + sender_log, worker_log + sender_log
+    # The new leader's duties ran on fresh connections, not on ones of the dead primary.
+    assert "event=maintenance_failed" not in worker_log, worker_log
+    assert "event=limits_check_failed" not in worker_log, worker_log
 
     resumed_send = _first_after(_times(tmp_path / "sent"), promoted_at)
     resumed_work = _first_after(_times(tmp_path / "handled"), promoted_at)
