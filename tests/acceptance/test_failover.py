@@ -4,17 +4,19 @@ The test makes a primary and a synchronous streaming standby of its own
 (:mod:`tests.replication`; the suite's shared server is never touched), and points every
 process at both through one multi-host ``DATABASE_URL`` with
 ``target_session_attrs=read-write``, as a production deployment would. A ``pgq_worker``, a
-sending process and a REST server (uvicorn) run on it. Then the primary is killed with
-SIGKILL (every one of its processes at once: no shutdown, no goodbye on any connection),
-and after ``SWITCH_SECONDS`` the standby is promoted. Nothing is restarted.
+sending process and a server of the REST API and the SQS endpoint (uvicorn) run on it. Then
+the primary is killed with SIGKILL (every one of its processes at once: no shutdown, no
+goodbye on any connection), and after ``SWITCH_SECONDS`` the standby is promoted. Nothing
+is restarted.
 
 Every send that returned before, during or after the switch must be there afterwards, and
 handled exactly once: the sender gives each message a key of its own (``dedup_id``) and
 sends it again under the same key when a send fails with ``ConnectionLost`` (outcome
 unknown) or ``DatabaseUnavailable``. A message whose handler finished while the primary was
 gone comes back once its lease runs out, not before. The worker's leader is elected again
-on the new primary, and the REST server answers again. The time from the promotion to the
-first send that returned, and to the first message the worker handled, is printed.
+on the new primary, and the REST API and the SQS endpoint answer again. The time from the
+promotion to the first send that returned, and to the first message the worker handled, is
+printed.
 """
 
 from __future__ import annotations
@@ -25,10 +27,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import boto3
 import pytest
 import requests
+from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from pgq_django.testing import start_asgi_server
 from tests.conftest import ROOT, Child, run_django, subprocess_env, wait_until
@@ -56,25 +63,39 @@ from tests.failover_handlers import send_until_stopped
 send_until_stopped(sys.argv[1])
 """
 
+SQS_QUEUE = "failover_sqs"
 SET_UP = f"""
 import pgq_django as pgq
 from django.contrib.auth.models import User
+from pgq_django.models import AccessKey
 pgq.create_queue({QUEUE!r}, visibility_timeout={VISIBILITY_TIMEOUT}, archive_on_ack=True)
-User.objects.create_superuser("ops", password={PASSWORD!r})
+pgq.create_queue({SQS_QUEUE!r})
+ops = User.objects.create_superuser("ops", password={PASSWORD!r})
+key, secret = AccessKey.objects.create_key(ops)
+print(key.key_id, secret)
 """
 
 READ_METRICS = f"import pgq_django as pgq; print(pgq.metrics({QUEUE!r}).total_messages)"
 
 
+@dataclass
+class Site:
+    """The pair, migrated, with the test's queues and a user of the REST and SQS servers."""
+
+    pair: ReplicatedPair
+    sqs_key: tuple[str, str]  # access key id, secret
+
+
 @pytest.fixture
-def pair() -> Iterator[ReplicatedPair]:
+def site() -> Iterator[Site]:
     with ReplicatedPair() as made:
         made.primary.query(f"CREATE DATABASE {DATABASE}")
         done = run_django("migrate", "--no-input", database_url=made.url(DATABASE))
         assert done.returncode == 0, done.stdout + done.stderr
         done = run_django("shell", "-c", SET_UP, database_url=made.url(DATABASE))
         assert done.returncode == 0, done.stdout + done.stderr
-        yield made
+        key_id, secret = done.stdout.split()[-2:]
+        yield Site(made, (key_id, secret))
 
 
 def _env(url: str) -> dict[str, str]:
@@ -118,9 +139,32 @@ def _rest_send_until_created(base: str, body: dict[str, str], key: str) -> int:
         time.sleep(0.1)
 
 
-def test_failover_under_load_loses_no_acknowledged_send(
-    pair: ReplicatedPair, tmp_path: Path
-) -> None:
+def _sqs_client(base: str, key: tuple[str, str]) -> Any:
+    """boto3 on the server's SQS endpoint, one attempt per call: the test retries itself."""
+    return boto3.client(
+        "sqs",
+        endpoint_url=f"{base}/sqs/",
+        region_name="eu-west-1",
+        aws_access_key_id=key[0],
+        aws_secret_access_key=key[1],
+        config=Config(retries={"total_max_attempts": 1}, read_timeout=30),
+    )
+
+
+def _sqs_send_until_sent(sqs: Any, queue_url: str, body: str) -> str:
+    """SendMessage until it works (ServiceUnavailable meanwhile); the message id."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return str(sqs.send_message(QueueUrl=queue_url, MessageBody=body)["MessageId"])
+        except ClientError as exc:
+            assert exc.response["Error"]["Code"] == "ServiceUnavailable", exc.response
+            assert time.monotonic() < deadline, f"SQS never answered: {exc.response}"
+            time.sleep(0.1)
+
+
+def test_failover_under_load_loses_no_acknowledged_send(site: Site, tmp_path: Path) -> None:
+    pair = site.pair
     url = pair.url(DATABASE)
     worker = Child(
         [sys.executable, "-m", "django", "pgq_worker", "--queue", QUEUE,
@@ -139,6 +183,9 @@ def test_failover_under_load_loses_no_acknowledged_send(
         wait_until(lambda: len(_lines(tmp_path / "handled")) >= 100, what="work under way")
         rest_before = _rest_send(rest.url, {"workdir": str(tmp_path)}, "rest-before")
         assert rest_before.status_code == 201, rest_before.text
+        sqs = _sqs_client(rest.url, site.sqs_key)
+        sqs_queue = sqs.get_queue_url(QueueName=SQS_QUEUE)["QueueUrl"]
+        sqs.send_message(QueueUrl=sqs_queue, MessageBody="before")
         # The standby serves what only reads (docs/operations.md, read replicas).
         on_replica = run_django(
             "shell", "-c", READ_METRICS, database_url=pair.standby_url(DATABASE)
@@ -158,6 +205,13 @@ def test_failover_under_load_loses_no_acknowledged_send(
         promoted_at = time.time()
 
         rest_id = _rest_send_until_created(rest.url, {"workdir": str(tmp_path)}, "rest-after")
+        # The same server's SQS endpoint: a send, then both messages received and deleted.
+        _sqs_send_until_sent(sqs, sqs_queue, "after")
+        received = sqs.receive_message(
+            QueueUrl=sqs_queue, MaxNumberOfMessages=10, WaitTimeSeconds=5
+        ).get("Messages", [])
+        for message in received:
+            sqs.delete_message(QueueUrl=sqs_queue, ReceiptHandle=message["ReceiptHandle"])
         sent_then = len(_lines(tmp_path / "sent"))
         wait_until(lambda: len(_lines(tmp_path / "sent")) > sent_then + 200, what="more sends")
         # The sender keeps the worker busy until the held message's lease has run out.
@@ -201,6 +255,7 @@ def test_failover_under_load_loses_no_acknowledged_send(
     sender_log = sender.err_path.read_text()
     assert report["other"] == [], (report, sender_log)
     assert worker_alive, worker_log
+    assert sorted(m["Body"] for m in received) == ["after", "before"], received
     assert ready.status_code == 200, ready.text
 
     # Every send that returned is there, handled (archived on ack) exactly once, under
