@@ -228,7 +228,7 @@ def _retry_once(
     be made the server is gone, which opens an outage rather than failing with its error;
     if it is lost in turn (a failover under way), the outcome is unknown again, and says so."""
     if not record.may_try():
-        raise _unavailable(func.__name__, record)
+        raise _unavailable(func.__name__, record, retrying=True)
     try:
         return func(*args, **kwargs)
     except (OperationalError, InterfaceError) as exc:
@@ -236,19 +236,30 @@ def _retry_once(
             raise
         if db.connection is None:
             record.lost(exc)
-            raise _unavailable(func.__name__, record) from exc
+            raise _unavailable(func.__name__, record, retrying=True) from exc
         if not _lost(db):
             raise
         db.close()
         raise _outcome_unknown(func.__name__) from exc
 
 
-def _unavailable(operation: str, record: availability.Availability) -> DatabaseUnavailable:
+def _unavailable(
+    operation: str, record: availability.Availability, *, retrying: bool = False
+) -> DatabaseUnavailable:
+    """The error of a call that could not connect; ``retrying``: its first attempt lost its
+    connection mid-statement, so only a call that is safe to repeat (one with a dedup_id,
+    for a send) is safe to make again, with the same arguments."""
     state = record.status()
+    done = (
+        "lost its connection, so whether its first attempt took effect is unknown; calling it "
+        "again with the same arguments is safe"
+        if retrying
+        else "sent nothing and is safe to retry"
+    )
     return DatabaseUnavailable(
         f"PostgreSQL cannot be reached (database {record.alias!r}, down for "
-        f"{state.down_for:.0f}s): {operation}() sent nothing and is safe to retry; the next "
-        f"connection attempt is in {state.next_attempt_in:.1f}s.",
+        f"{state.down_for:.0f}s): {operation}() {done}; the next connection attempt is in "
+        f"{state.next_attempt_in:.1f}s.",
         operation=operation,
         database=record.alias,
     )

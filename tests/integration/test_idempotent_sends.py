@@ -21,6 +21,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,15 +52,29 @@ class AnswerCutter:
         self.port: int = self._listener.getsockname()[1]
         self._marker = b""
         self._armed = 0
+        self._refuse_after_cut = False
+        self.refusing = False
         self.cuts = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._accepting = threading.Thread(target=self._accept, daemon=True)
         self._accepting.start()
 
-    def cut(self, marker: str, times: int = 1) -> None:
+    def cut(self, marker: str, times: int = 1, *, then_refuse: bool = False) -> None:
+        """Arm it; ``then_refuse``: after the last cut, close every new connection at once
+        (the server gone) until :meth:`accept_again`."""
         with self._lock:
             self._marker, self._armed = marker.encode(), times
+            self._refuse_after_cut = then_refuse
+
+    def accept_again(self) -> None:
+        self.refusing = False
+
+    def _cut_made(self) -> None:
+        with self._lock:
+            self.cuts += 1
+            if self._refuse_after_cut and not self._armed:
+                self.refusing = True
 
     def close(self) -> None:
         self._stopping.set()
@@ -79,6 +94,9 @@ class AnswerCutter:
             try:
                 client, _address = self._listener.accept()
             except TimeoutError:
+                continue
+            if self.refusing:
+                client.close()
                 continue
             server = socket.socket(self._upstream[0])
             server.connect(self._upstream[1])
@@ -118,7 +136,7 @@ class _Link:
                 if done is None:
                     continue
                 if completed:
-                    self.cutter.cuts += 1
+                    self.cutter._cut_made()
                     break  # committed, and the client never hears of it
                 self.client.sendall(held[:done])
                 held = held[done:]
@@ -230,6 +248,27 @@ def test_a_caller_that_sends_again_under_the_key_gets_the_first_msg_id(
     assert [body for _id, body in first] == [{"order": 20}]
     assert pgq.send(orders, {"order": 20}, dedup_id="order-20") == first[0][0]
     assert _stored(orders) == first
+
+
+def test_a_keyed_send_whose_answer_is_lost_with_the_server_gone_is_sent_again_under_its_key(
+    cutter: AnswerCutter, orders: str
+) -> None:
+    # A failover: the answer is lost, and the API's own retry finds no server to connect to.
+    cutter.cut("order-22", then_refuse=True)
+    with pytest.raises(DatabaseUnavailable) as down:
+        pgq.send(orders, {"order": 22}, dedup_id="order-22")
+    assert "unknown" in down.value.message and "same arguments" in down.value.message
+    assert cutter.cuts == 1
+    cutter.accept_again()  # a server takes writes again
+    deadline = time.monotonic() + 30
+    while True:  # as the caller does: the same send, until the outage's next round
+        try:
+            msg_id = pgq.send(orders, {"order": 22}, dedup_id="order-22")
+            break
+        except DatabaseUnavailable:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    assert _stored(orders) == [(msg_id, {"order": 22})]
 
 
 def test_a_keyed_publish_whose_answer_is_lost_stores_one_copy_per_queue(
