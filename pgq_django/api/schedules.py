@@ -41,6 +41,7 @@ from ..exceptions import (
 )
 from ..handlers import Periodic
 from ..models import Queue, Schedule
+from ..store.managers.schedules import ScheduleManager
 from ..types import QueueRef
 from .queues import create_queue, get_queue
 from .recovery import recovers
@@ -57,8 +58,8 @@ MAX_TICKS_PER_RUN = 100
 MISFIRE_GRACE = 60.0
 
 
-def _db() -> str:
-    return settings.DATABASE
+def _schedules() -> ScheduleManager:
+    return Schedule.objects.db_manager(settings.DATABASE)
 
 
 def check_message(message: Any, headers: Any) -> None:
@@ -95,7 +96,7 @@ def check_room(queue: Queue, keep: tuple[str, ...] = ()) -> None:
     must not be able to give it without bound.
     """
     cap = int(settings.SCHEDULES_PER_QUEUE)
-    held = Schedule.objects.using(_db()).filter(queue=queue).exclude(name__in=keep).count()
+    held = _schedules().count_on_queue(queue, keep=keep)
     if held >= cap:
         raise TooManySchedules(
             f"Queue {queue.name!r} has {held} schedules, the most it may have "
@@ -159,17 +160,12 @@ def _save_schedule(
     catch_up: bool,
 ) -> Schedule:
     now = dj_timezone.now()
-    with transaction.atomic(using=_db()):
-        # Creations on one queue take turns, so two at once cannot both pass the cap (NO KEY
-        # UPDATE: sends, which only reference the queue row, are not held up).
-        list(
-            Queue.objects.using(_db())
-            .select_for_update(no_key=True)
-            .filter(pk=target.pk)
-            .values_list("pk", flat=True)
-        )
+    rows = _schedules()
+    with transaction.atomic(using=settings.DATABASE):
+        # Creations on one queue take turns, so two at once cannot both pass the cap.
+        rows.take_turns_on_queue(target)
         check_room(target, keep=(name,))
-        found = Schedule.objects.using(_db()).select_for_update().filter(name=name).first()
+        found = rows.locked(name)
         if found is None:
             found = Schedule(name=name, last_tick=now)
         elif found.cron != cron or found.timezone != timezone:
@@ -181,26 +177,20 @@ def _save_schedule(
         found.headers = dict(headers or {})
         found.catch_up = catch_up
         found.next_tick = next_tick(cron, zone, found.last_tick or now)
-        found.save(using=_db())
+        rows.put(found)
     return found
 
 
 @recovers()
 def unschedule(name: str) -> bool:
     """Remove the schedule ``name``; False when there was none. Sent messages stay."""
-    deleted, _ = Schedule.objects.using(_db()).filter(name=schedule_name(name)).delete()
-    return deleted > 0
+    return _schedules().remove(schedule_name(name))
 
 
 @recovers()
 def get_schedule(name: str) -> Schedule:
     """The schedule called ``name``, with its queue; raises ScheduleNotFound."""
-    found = (
-        Schedule.objects.using(_db())
-        .select_related("queue")
-        .filter(name=schedule_name(name))
-        .first()
-    )
+    found = _schedules().named(schedule_name(name))
     if found is None:
         raise ScheduleNotFound.for_name(name)
     return found
@@ -209,7 +199,7 @@ def get_schedule(name: str) -> Schedule:
 @recovers()
 def list_schedules() -> list[Schedule]:
     """Every schedule, in name order, with its queue."""
-    return list(Schedule.objects.using(_db()).select_related("queue").order_by("name"))
+    return _schedules().in_name_order()
 
 
 def ensure_periodic(declared: list[Periodic]) -> list[Schedule]:
@@ -283,14 +273,8 @@ def enqueue_due(now: datetime | None = None, *, budget: float | None = None) -> 
     now = now or dj_timezone.now()
     budget = float(settings.SCHEDULE_TURN_BUDGET) if budget is None else budget
     started = time.monotonic()
-    alias = _db()
     sent = 0
-    due = list(
-        Schedule.objects.using(alias)
-        .filter(next_tick__lte=now)
-        .order_by("next_tick", "pk")
-        .values_list("pk", flat=True)
-    )
+    due = _schedules().due(now)
     for done, pk in enumerate(due):
         if done and time.monotonic() - started >= budget:
             logger.info(
@@ -299,29 +283,23 @@ def enqueue_due(now: datetime | None = None, *, budget: float | None = None) -> 
                 len(due) - done,
             )
             break
-        sent += _enqueue_one(alias, pk, now)
+        sent += _enqueue_one(pk, now)
     return sent
 
 
-def _enqueue_one(alias: str, pk: int, now: datetime) -> int:
+def _enqueue_one(pk: int, now: datetime) -> int:
     """Send the due ticks of the schedule ``pk`` in one transaction; how many were sent."""
+    rows = _schedules()
     try:
-        with transaction.atomic(using=alias):
-            found = (
-                Schedule.objects.using(alias)
-                .select_for_update(skip_locked=True, of=("self",))
-                .select_related("queue")
-                .filter(pk=pk, next_tick__lte=now)
-                .first()
-            )
+        with transaction.atomic(using=settings.DATABASE):
+            found = rows.claim_due(pk, now)
             if found is None:
                 return 0
             ticks, following = due_ticks(found, now)
             for tick in ticks:
                 _send_tick(found, tick)
-            found.last_tick = ticks[-1] if ticks else found.last_tick
-            found.next_tick = following
-            found.save(using=alias, update_fields=["last_tick", "next_tick", "updated_at"])
+            last = ticks[-1] if ticks else found.last_tick
+            rows.advance(found, last_tick=last, next_tick=following)
             return len(ticks)
     except Exception:
         logger.exception("event=schedule_failed schedule_id=%s", pk)

@@ -34,7 +34,7 @@ from .. import validation as v
 from ..conf import settings
 from ..exceptions import GroupNotFound, InvalidArgument
 from ..models import Dependency, WorkflowGroup
-from ..store.managers.workflows import WorkflowManager
+from ..store.managers.workflows import GroupManager, WorkflowManager
 from ..types import QueueRef
 from .queues import get_queue
 from .recovery import recovers
@@ -69,6 +69,10 @@ _SUCCEEDED = frozenset({"acked", "archived"})
 
 def _manager() -> WorkflowManager:
     return Dependency.objects.db_manager(settings.DATABASE)
+
+
+def _groups() -> GroupManager:
+    return WorkflowGroup.objects.db_manager(settings.DATABASE)
 
 
 def message_ids(value: Any, field: str) -> list[int]:
@@ -208,7 +212,7 @@ def group(queue: QueueRef, messages: Iterable[Any], *, then: Any = None, **optio
     name = v.name(queue)
     follow_up = None if then is None else _then(then)
     with transaction.atomic(using=settings.DATABASE):
-        entry = WorkflowGroup.objects.using(settings.DATABASE).create(queue_name=name, size=0)
+        entry = _groups().open(name)
         headers = {**(options.pop("headers", None) or {}), GROUP: entry.pk, AWAITED: True}
         ids = send_trusted(name, messages, headers=headers, **options)
         if not ids:
@@ -219,10 +223,8 @@ def group(queue: QueueRef, messages: Iterable[Any], *, then: Any = None, **optio
                 follow_up[0], follow_up[1], headers={GROUP: entry.pk}, delay=_HOLD_DELAY
             )
         hold(ids, dependant=then_id, group=entry.pk, field="messages")
-        entry.size = len(ids)
-        entry.then_msg_id = then_id
-        entry.then_queue_name = "" if follow_up is None else follow_up[0]
-        entry.save(update_fields=["size", "then_msg_id", "then_queue_name"])
+        then_queue = "" if follow_up is None else follow_up[0]
+        _groups().fill(entry, size=len(ids), then_msg_id=then_id, then_queue_name=then_queue)
     return int(entry.pk)
 
 
@@ -231,15 +233,10 @@ def group_queue(group_id: int) -> str:
     """The queue a group's members were sent to (what a transport checks the caller's
     read right on before it answers the group's status); GroupNotFound if unknown."""
     ident = v.integer(group_id, "group_id", minimum=1, maximum=2**63 - 1)
-    found = (
-        WorkflowGroup.objects.using(settings.DATABASE)
-        .filter(pk=ident)
-        .values_list("queue_name", flat=True)
-        .first()
-    )
+    found = _groups().queue_of(ident)
     if found is None:
         raise GroupNotFound.for_id(ident)
-    return str(found)
+    return found
 
 
 @recovers()
@@ -250,11 +247,7 @@ def group_status(group_id: int) -> GroupStatus:
     ``PGQ["WORKFLOW_RETENTION"]``).
     """
     ident = v.integer(group_id, "group_id", minimum=1, maximum=2**63 - 1)
-    open_members = list(
-        Dependency.objects.using(settings.DATABASE)
-        .filter(group_id=ident, outcome__isnull=True)
-        .values_list("msg_id", flat=True)
-    )
+    open_members = _manager().open_members(ident)
     if open_members:
         resolve_waits(open_members)
     row = _manager().group_counts(ident)
@@ -283,14 +276,8 @@ def group_status(group_id: int) -> GroupStatus:
 def dependencies_of(msg_ids: Iterable[int]) -> dict[int, list[tuple[int, str | None]]]:
     """What each of ``msg_ids`` waits for: dependant -> [(dependency, its outcome or None
     while it is pending)], in dependency order; for the admin's message browser."""
-    rows = (
-        Dependency.objects.using(settings.DATABASE)
-        .filter(dependant_id__in=list(msg_ids))
-        .order_by("dependant_id", "msg_id")
-        .values_list("dependant_id", "msg_id", "outcome")
-    )
     found: dict[int, list[tuple[int, str | None]]] = {}
-    for dependant, dependency, outcome in rows:
+    for dependant, dependency, outcome in _manager().waits_of(list(msg_ids)):
         if dependant is not None:
             found.setdefault(dependant, []).append((dependency, outcome))
     return found

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from ..store.managers.schedules import ScheduleManager
 from .queues import Queue
 
 
@@ -44,6 +45,8 @@ class Schedule(models.Model):
     next_tick = models.DateTimeField(db_index=True, help_text="The next tick to enqueue.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ScheduleManager()
 
     class Meta:
         app_label = "pgq_django"

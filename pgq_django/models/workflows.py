@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from ..store.managers.workflows import WorkflowManager
+from ..store.managers.workflows import GroupManager, WorkflowManager
 
 
 class WorkflowGroup(models.Model):
@@ -27,6 +27,8 @@ class WorkflowGroup(models.Model):
     then_msg_id = models.BigIntegerField(null=True, blank=True)
     then_queue_name = models.CharField(max_length=100, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = GroupManager()
 
     class Meta:
         app_label = "pgq_django"
