@@ -14,6 +14,7 @@ from collections.abc import Sequence
 MODULES = (
     "bench.core",
     "bench.core_cpu",
+    "bench.idempotency",
     "bench.statement_variants",
     "bench.limits",
     "bench.workers",
