@@ -139,12 +139,7 @@ class Worker:
     # -- lifecycle ---------------------------------------------------------------------
 
     def _lease_lengths(self) -> dict[str, float]:
-
-        timeouts = dict(
-            Queue.objects.filter(name__in=list(self.handlers)).values_list(
-                "name", "visibility_timeout"
-            )
-        )
+        timeouts = Queue.objects.visibility_timeouts(list(self.handlers))
         return {
             name: float(entry.vt if entry.vt is not None else timeouts.get(name, 30.0))
             for name, entry in self.handlers.items()
@@ -186,10 +181,7 @@ class Worker:
         waits: list[float] = []
         limited: list[str] = []
         try:
-            rows = Queue.objects.filter(name__in=list(self.handlers)).values_list(
-                "name", "rate_limit", "concurrency_limit"
-            )
-            for name, rate, concurrency in rows:
+            for name, rate, concurrency in Queue.objects.limits(list(self.handlers)):
                 if rate:
                     waits.append(max(RATE_RETRY_MIN, 1.0 / rate))
                 if concurrency:
@@ -213,11 +205,7 @@ class Worker:
         if not self._limited:
             return False
         try:
-            paused = set(
-                Queue.objects.filter(name__in=self._limited, paused=True).values_list(
-                    "name", flat=True
-                )
-            )
+            paused = Queue.objects.paused_among(self._limited)
             ready = (metrics(name) for name in self._limited if name not in paused)
             return any(m.queue_length - m.in_flight - m.delayed > 0 for m in ready)
         except Exception:

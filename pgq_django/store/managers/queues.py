@@ -29,6 +29,21 @@ class QueueManager(SqlManager):
         )
         return found
 
+    def visibility_timeouts(self, names: list[str]) -> dict[str, float]:
+        """Queue name -> its visibility timeout, for the named queues that exist."""
+        rows = self.using(self._db_alias()).filter(name__in=names)
+        return {name: float(vt) for name, vt in rows.values_list("name", "visibility_timeout")}
+
+    def limits(self, names: list[str]) -> list[tuple[str, float | None, int | None]]:
+        """(name, rate_limit, concurrency_limit) of each named queue that exists."""
+        rows = self.using(self._db_alias()).filter(name__in=names)
+        return list(rows.values_list("name", "rate_limit", "concurrency_limit"))
+
+    def paused_among(self, names: list[str]) -> set[str]:
+        """Which of the named queues are paused."""
+        rows = self.using(self._db_alias()).filter(name__in=names, paused=True)
+        return set(rows.values_list("name", flat=True))
+
     def lock_dead_letter_graph(self) -> None:
         """Take turns (until commit) with other changes of dead-letter queues, so two of
         them cannot each pass the cycle check and together close a cycle."""
