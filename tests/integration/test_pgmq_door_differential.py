@@ -26,7 +26,7 @@ from psycopg.types.json import Jsonb
 import pgq_django as pgq
 from pgq_django.api.upkeep import dead_letter_expired_leases
 from pgq_django.conf import settings as pgq_settings
-from pgq_django.exceptions import QueueFull
+from pgq_django.exceptions import QueueFull, QueuePaused
 from pgq_django.pgmq import install
 from pgq_django.store import tallies
 from tests.conftest import direct_dsn
@@ -493,3 +493,30 @@ def test_pgmq_reads_set_last_read_at_and_its_archive_keeps_it(doors: str) -> Non
             [[by_pgq, by_pgmq]],
         )
         assert cursor.fetchall() == [(by_pgq, False), (by_pgmq, True)]
+
+
+def test_a_paused_queue_gives_pgmq_reads_nothing_where_pgq_read_raises(doors: str) -> None:
+    """PGMQ's read has no error for a paused queue (PGMQ has no pause): it reads nothing."""
+    name = "dd_" + uuid.uuid4().hex[:12]
+    pgq.create_queue(name)
+    pgmq = PgmqDoor(name, doors)
+    pgmq.send({"n": 1})
+    pgq.pause_queue(name)
+    with pytest.raises(QueuePaused):
+        pgq.read(name)
+    assert pgmq.read(5, 30) == [] and pgmq.pop(5) == []
+    pgq.resume_queue(name)
+    assert [m[2] for m in pgmq.read(5, 30)] == [1]  # never leased while paused
+
+
+def test_pgmq_acks_take_a_msg_id_and_no_receipt(doors: str) -> None:
+    """PGMQ's delete names a message by its id alone: it acts whoever leased it last, where
+    the Python API's receipt of an earlier lease is refused."""
+    name = "dd_" + uuid.uuid4().hex[:12]
+    pgq.create_queue(name)
+    pgq.send(name, {"n": 1})
+    [first] = pgq.read(name, vt=0)
+    [second] = pgq.read(name, vt=30)
+    assert second.read_ct == first.read_ct + 1
+    assert pgq.delete(name, first.receipt) is False
+    assert PgmqDoor(name, doors).delete(first.msg_id) is True
