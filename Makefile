@@ -18,10 +18,12 @@ DEMO_EXTRAS := embedded,asgi,tasks
 
 venv: $(STAMP)
 
+# --no-compile: Python compiles a module when it is first imported; compiling every installed
+# file up front (PySpark's thousands among them) costs more CPU than the suite's imports do.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,docs,tasks,bench,asgi,spark]'
+	$(BIN)/python -m pip install -q --no-compile -e '.[dev,docs,tasks,bench,asgi,spark]'
 	rm -f $(VENV)/.installed-* $(VENV)/.demo-installed-*
 	touch $@ $(DEMO_STAMP)
 
