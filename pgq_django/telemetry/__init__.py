@@ -258,6 +258,8 @@ class _Live:
         message_id = _single_id(ref)
         if message_id is not None:
             attributes[_MESSAGE_ID] = message_id
+        elif isinstance(ref, list | tuple):
+            attributes[_BATCH] = len(ref)
         started = time.perf_counter()
         notes: dict[str, str] = {}
         token = _NOTES.set(notes)

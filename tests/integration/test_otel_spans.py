@@ -257,3 +257,15 @@ def test_the_admin_shows_a_messages_trace_id_and_links_it(otel, make_queue, clie
     settings.PGQ = {**settings.PGQ, "TRACE_URL": "https://jaeger.example/trace/{trace_id}"}
     page = client.get(f"/admin/pgq_django/queue/{q.pk}/messages/")
     assert f'href="https://jaeger.example/trace/{hex_trace(send)}"' in page.text
+
+
+def test_a_settle_of_several_messages_counts_them(otel, make_queue):
+    q = make_queue()
+    pgq.send_batch(q, [1, 2, 3])
+    leased = pgq.read(q, qty=3)
+    assert pgq.delete(q, [m.receipt for m in leased]) and pgq.archive(q, [999_999_999]) == []
+    (ack,) = otel.finished(f"ack {q.name}")
+    assert ack.attributes["messaging.batch.message_count"] == 3
+    assert "messaging.message.id" not in ack.attributes
+    (archive,) = otel.finished(f"archive {q.name}")
+    assert archive.attributes["messaging.batch.message_count"] == 1
