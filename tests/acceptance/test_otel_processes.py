@@ -162,9 +162,12 @@ def test_rest_takes_and_returns_a_traceparent_per_message(
     api = requests.Session()
     api.auth = (superuser.username, PASSWORD)
     refused = api.post(
-        f"{server}/v1/queues/{q.name}/messages", json={"body": 1, "traceparent": "00-abc"}
+        f"{server}/v1/queues/{q.name}/messages",
+        json={"body": 1, "traceparent": "00-abc"},
+        timeout=30,
     )
     assert refused.status_code == 400, refused.text
+    assert "traceparent" in refused.text and pgq.metrics(q).queue_length == 0
     sent = api.post(
         f"{server}/v1/queues/{q.name}/messages",
         json={"messages": [{"body": n, "traceparent": CLIENT_CONTEXT} for n in (1, 2)]},
