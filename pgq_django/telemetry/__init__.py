@@ -37,6 +37,7 @@ from functools import wraps
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, ParamSpec, TypeVar
 
+from .. import validation as v
 from ..conf import settings
 from .carriers import (
     MAX_TRACE_TEXT,
@@ -220,7 +221,7 @@ class _Live:
         if conversation is not None:
             attributes[_CONVERSATION] = conversation
         if settings.TRACE_BODY_SIZE:
-            attributes[_BODY_SIZE] = len(json.dumps(message.message).encode())
+            attributes[_BODY_SIZE] = len(v.body(message.message, message.headers).encode())
         links: list[Any] = []
         if carrier is None:
             parent = otel_context.Context()  # a new trace: the message came with none

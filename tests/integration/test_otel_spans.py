@@ -15,7 +15,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 
 import pgq_django as pgq
-from pgq_django import telemetry
+from pgq_django import telemetry, validation
 from pgq_django.telemetry import carriers
 from pgq_django.testing import drain
 from pgq_django.worker.loop import Worker
@@ -269,3 +269,34 @@ def test_a_settle_of_several_messages_counts_them(otel, make_queue):
     assert "messaging.message.id" not in ack.attributes
     (archive,) = otel.finished(f"archive {q.name}")
     assert archive.attributes["messaging.batch.message_count"] == 1
+
+
+def test_the_messaging_metrics_count_sends_and_time_operations(otel, make_queue):
+    q = make_queue()
+    pgq.send(q, 1)
+    pgq.send_batch(q, [2, 3])
+    (sent,) = otel.metric_points("messaging.client.sent.messages")
+    assert sent.value == 3
+    assert dict(sent.attributes) == {
+        "messaging.system": "pgq_django",
+        "messaging.operation.name": "send",
+        "messaging.destination.name": q.name,
+    }
+    (duration,) = otel.metric_points("messaging.client.operation.duration")
+    assert duration.count == 2 and duration.sum > 0
+
+
+def test_the_body_size_is_recorded_when_asked_for(otel, make_queue, settings):
+    q = make_queue()
+    pgq.register_callback(q, HANDLER)
+    pgq.send(q, {"to": "zoë"})
+    settings.PGQ = {**settings.PGQ, "TRACE_BODY_SIZE": True}
+    pgq.send(q, {"to": "zoë"})
+    plain, sized = otel.finished(f"send {q.name}")
+    assert "messaging.message.body.size" not in plain.attributes
+    size = len(validation.body({"to": "zoë"}, None).encode())
+    assert size == len('{"to":"zoë"}'.encode())
+    assert sized.attributes["messaging.message.body.size"] == size
+    drain(q.name)
+    for process in otel.finished(f"process {q.name}"):
+        assert process.attributes["messaging.message.body.size"] == size
