@@ -424,6 +424,8 @@ def publishing(exchange: str, size: int, opts: dict[str, Any]) -> Iterator[dict[
 
 def traced_receive(read: Callable[P, list[R]]) -> Callable[P, list[R]]:
     """A lease (``read``, ``pop``) with its ``receive`` span and metrics."""
+    if not API:
+        return read
 
     @wraps(read)
     def receive(*args: P.args, **kwargs: P.kwargs) -> list[R]:
@@ -438,6 +440,8 @@ def traced_receive(read: Callable[P, list[R]]) -> Callable[P, list[R]]:
 def traced_process(run: Callable[[Any, Any], R]) -> Callable[[Any, Any], R]:
     """The worker's handling of one message (``run(entry, message)``), in its ``process``
     span."""
+    if not API:
+        return run
 
     @wraps(run)
     def process(entry: Any, message: Any) -> R:
@@ -454,6 +458,9 @@ def traced_settle(operation: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     named by its second argument, in its ``settle`` span."""
 
     def decorate(call: Callable[P, R]) -> Callable[P, R]:
+        if not API:
+            return call
+
         @wraps(call)
         def settle(*args: P.args, **kwargs: P.kwargs) -> R:
             live = _on()
