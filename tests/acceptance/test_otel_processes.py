@@ -269,3 +269,22 @@ def test_a_reply_carries_the_context_of_the_processing_that_sent_it(
     (reply,) = pgq.read(replies)
     stored = reply.headers["pgq_trace"]["traceparent"]
     assert stored.startswith(f"00-{reply_send['trace_id']}-{reply_send['span_id']}-")
+
+
+def test_a_rest_publish_is_sent_in_the_clients_context(server, server_spans, superuser, make_queue):
+    q = make_queue()
+    topic = "t_" + q.name
+    pgq.create_exchange(topic)
+    pgq.bind_queue(q, topic)
+    api = requests.Session()
+    api.auth = (superuser.username, PASSWORD)
+    sent = api.post(
+        f"{server}/v1/topics/{topic}/messages",
+        json={"body": {"n": 1}, "traceparent": CLIENT_CONTEXT},
+        timeout=30,
+    )
+    assert sent.status_code == 201, sent.text
+    send = only(spans_in(server_spans), f"send {topic}")
+    assert (send["parent_trace"], send["parent"]) == (TRACE, "b7ad6b7169203331")
+    (copy,) = pgq.read(q)
+    assert copy.headers["pgq_trace"]["traceparent"].startswith(f"00-{TRACE}-{send['span_id']}-")
