@@ -300,3 +300,14 @@ def test_the_body_size_is_recorded_when_asked_for(otel, make_queue, settings):
     drain(q.name)
     for process in otel.finished(f"process {q.name}"):
         assert process.attributes["messaging.message.body.size"] == size
+
+
+def test_a_groups_follow_up_carries_its_creators_context(otel, make_queue):
+    q, after = make_queue(), make_queue()
+    with otel.tracer.start_as_current_span("POST /import") as request:
+        gid = pgq.group(q, ["one", "two"], then=(after.name, "done"))
+    then_id = pgq.group_status(gid).then_msg_id
+    (follow_up,) = otel.finished(f"send {after.name}")
+    assert follow_up.parent.span_id == request.get_span_context().span_id
+    stored = pgq.read_by_id(after, then_id).headers["pgq_trace"]
+    assert stored["traceparent"] == traceparent(follow_up)
