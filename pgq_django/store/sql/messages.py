@@ -150,7 +150,7 @@ SEND_ONE_COUNTED = _send_one(True)
 
 # -- wake -- Notify the listeners of several queues at once: the trailing wake-up of sends
 # that left theirs out (pgq_django.store.wakeups), on a connection of its own, after they committed.
-WAKE = "SELECT count(pg_notify(%(channel)s, q)) AS woken FROM unnest(%(queues)s::text[]) AS q"
+WAKE = f"SELECT count({notify_queue('q')}) AS woken FROM unnest(%(queues)s::text[]) AS q"
 
 # The candidate rows of a read: visible, unexpired, best first. Two shapes: a FIFO queue also
 # requires each row to be the head of its message group. Each statement's ``q`` CTE only
@@ -466,7 +466,7 @@ SELECT (SELECT id FROM q) AS found_queue_id,
        CASE WHEN EXISTS (SELECT 1 FROM retried) THEN 'retry'
             WHEN EXISTS (SELECT 1 FROM moved) THEN 'dead_lettered'
             WHEN EXISTS (SELECT 1 FROM gone) THEN 'dead' END AS outcome,
-       (SELECT count(pg_notify(%(channel)s, dlq_name)) FROM moved) AS notified
+       (SELECT count({notify_queue("dlq_name")}) FROM moved) AS notified
 """
 
 # -- purge -- Delete every message of a queue, leased or not; answers how many.
