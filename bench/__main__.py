@@ -15,6 +15,7 @@ MODULES = (
     "bench.core",
     "bench.core_cpu",
     "bench.idempotency",
+    "bench.otel",
     "bench.statement_variants",
     "bench.limits",
     "bench.workers",
