@@ -35,21 +35,10 @@ def default_dsn() -> str | None:
 
     if not django_settings.configured:
         return None
-    from django.db import connections
-    from psycopg.conninfo import make_conninfo
-
     from ..conf import settings
+    from ..store.connection import conninfo
 
-    db = connections[settings.DATABASE].settings_dict
-    params = {
-        "dbname": db.get("NAME"),
-        "user": db.get("USER") or None,
-        "password": db.get("PASSWORD") or None,
-        "host": db.get("HOST") or None,
-        "port": str(db["PORT"]) if db.get("PORT") else None,
-        **{k: v for k, v in (db.get("OPTIONS") or {}).items() if isinstance(v, str | int)},
-    }
-    return make_conninfo(**{k: str(v) for k, v in params.items() if v is not None})
+    return conninfo(settings.DATABASE)
 
 
 def _parallelism(spark: SparkSession) -> int:

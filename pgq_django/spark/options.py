@@ -3,7 +3,7 @@
 Spark hands a data source its options as strings; these dataclasses turn them into typed,
 checked values (a bad option is an :class:`~pgq_django.exceptions.InvalidArgument` that says
 what is allowed) and are what the readers and writers pickle to the executors. Nothing here
-imports Django: the executors have none.
+needs Django set up: the executors have none.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import validation as v
 from ..exceptions import InvalidArgument
-from .queries import TABLES
+from ..store.managers.pipeline import TABLES
 
 OUTCOMES = ("acked", "dead", "expired", "cancelled", "archived")
 MAX_PARTITIONS = 10_000

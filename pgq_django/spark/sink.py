@@ -2,14 +2,11 @@
 
 Executors have no Django, so a task does not call :func:`pgq_django.send_batch`; it checks
 each row with the same checks (:func:`pgq_django.validation.send_options` and
-:func:`~pgq_django.validation.body`) and runs the same statements the functional API runs
-(:data:`pgq_django.store.sql.messages.SEND`,
-:data:`pgq_django.store.sql.delivery.SEND_DEDUPLICATED`,
-:data:`pgq_django.store.sql.exchanges.PUBLISH`, and with a ``dedup_id``
-:data:`pgq_django.store.sql.exchanges.PUBLISH_DEDUPLICATED`, chosen as the managers choose),
-with parameters from the managers' own builders (:mod:`pgq_django.store.sql.params`), over
-psycopg (:mod:`.queries`), so a row written by Spark is the row ``send`` or ``publish``
-would have written: same defaults, counters, dedup claims and wake-ups. Configuring Django
+:func:`~pgq_django.validation.body`) and hands it to the store's pipeline
+(:class:`pgq_django.store.managers.pipeline.Pipeline`), which runs the managers' own send,
+deduplicated send and publish operations on a psycopg connection, so a row written by Spark
+is the row ``send`` or ``publish`` would have written: same defaults, counters, dedup
+claims and wake-ups. Configuring Django
 in every executor instead would need the project's settings and code on each worker machine,
 and Django's connection handling per Python worker, for no different result.
 
@@ -32,7 +29,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
 from .. import validation as v
@@ -45,19 +41,8 @@ from ..exceptions import (
     QueueNotFound,
 )
 from ..routing import routing_key
-from ..store.sql import spark as statements
-from ..store.sql.delivery import SEND_DEDUPLICATED
-from ..store.sql.exchanges import PUBLISH, PUBLISH_DEDUPLICATED
-from ..store.sql.messages import SEND
-from ..store.sql.params import (
-    publish_params,
-    queue_state_params,
-    send_deduplicated_params,
-    send_params,
-)
-from ..store.sql.queues import QUEUE_STATE
+from ..store.managers.pipeline import Pipeline, Publication, Sending
 from .options import WriteOptions
-from .queries import connect, run, run_each
 
 
 @dataclass
@@ -87,7 +72,7 @@ def _json_field(value: Any, what: str) -> Any:
 @dataclass(frozen=True)
 class _Op:
     kind: str  # "send" | "dedup" | "publish" | "publish_dedup"
-    params: dict[str, Any]
+    what: Sending | Publication
     options_key: tuple[Any, ...]
     position: int
 
@@ -148,25 +133,13 @@ def _row_op(row: Any, opts: WriteOptions, position: int, max_size: int | None) -
         )
     if opts.exchange:
         key = routing_key(cells.get("routing_key"))
-        params = publish_params(
-            opts.exchange, body, size=size, routing_key=key, channel=opts.channel, options=checked
-        )
         # The manager's choice (ExchangeManager.publish_body): a dedup_id claims each copy.
         kind = "publish" if checked["dedup_id"] is None else "publish_dedup"
-        return _Op(kind, params, (), position)
-    queue = opts.queue
-    assert queue is not None  # WriteOptions.parse takes exactly one of queue and exchange
+        return _Op(kind, Publication(body, size, key, checked), (), position)
     if checked["dedup_id"] is not None:
-        params = send_deduplicated_params(
-            queue, body, size=size, channel=opts.channel, options=checked
-        )
-        return _Op("dedup", params, (), position)
+        return _Op("dedup", Sending([body], size, checked), (), position)
     same = tuple(sorted((k, json.dumps(val)) for k, val in checked.items()))
-    # One transaction per task: its commit wakes the consumers (notify).
-    params = send_params(
-        queue, [body], size=size, channel=opts.channel, notify=True, options=checked
-    )
-    return _Op("send", params, same, position)
+    return _Op("send", Sending([body], size, checked), same, position)
 
 
 def _merge_sends(ops: Sequence[_Op]) -> list[_Op]:
@@ -175,28 +148,39 @@ def _merge_sends(ops: Sequence[_Op]) -> list[_Op]:
     for op in ops:
         last = merged[-1] if merged else None
         if last and op.kind == last.kind == "send" and op.options_key == last.options_key:
-            last.params["bodies"].append(op.params["bodies"][0])
-            last.params["size"] = max(last.params["size"], op.params["size"])
+            assert isinstance(last.what, Sending) and isinstance(op.what, Sending)
+            last.what.bodies.append(op.what.bodies[0])
+            last.what.size = max(last.what.size, op.what.size)
         else:
             merged.append(op)
     return merged
 
 
-def _statement(kind: str) -> str:
-    """The statement of an op's kind: ``send`` (of many bodies), ``dedup``, ``publish`` or
-    ``publish_dedup``."""
-    if kind == "send":
-        return SEND
+def _write(
+    store: Pipeline, same_kind: Sequence[_Op], opts: WriteOptions
+) -> list[tuple[Any, ...] | None]:
+    """Run ops of one kind through the store's pipeline (pipelined); each one's row."""
+    kind = same_kind[0].kind
+    if kind in ("publish", "publish_dedup"):
+        assert opts.exchange is not None
+        publications = [op.what for op in same_kind if isinstance(op.what, Publication)]
+        return store.publish_each(opts.exchange, publications, channel=opts.channel)
+    assert opts.queue is not None  # WriteOptions.parse takes exactly one of queue and exchange
+    sends = [op.what for op in same_kind if isinstance(op.what, Sending)]
     if kind == "dedup":
-        return SEND_DEDUPLICATED
-    if kind == "publish_dedup":
-        return PUBLISH_DEDUPLICATED
-    return PUBLISH
+        return store.send_deduplicated_each(opts.queue, sends, channel=opts.channel)
+    # One transaction per task: its commit wakes the consumers (notify).
+    return store.send_each(opts.queue, sends, channel=opts.channel)
+
+
+def _count(op: _Op) -> int:
+    """How many rows of the task an op carries (a send may carry several rows' bodies)."""
+    return len(op.what.bodies) if isinstance(op.what, Sending) else 1
 
 
 def _rows_named(op: _Op) -> str:
     """ "Row 3" or, for a send of several rows' bodies, "Rows 3-7" (positions in the task)."""
-    count = len(op.params["bodies"]) if op.kind == "send" else 1
+    count = _count(op)
     if count == 1:
         return f"Row {op.position}"
     return f"Rows {op.position}-{op.position + count - 1}"
@@ -226,7 +210,7 @@ def _check(op: _Op, row: Any, opts: WriteOptions, max_length: int | None) -> int
             )
         return len(row.msg_ids or [])
     if row.queue_full:
-        count = len(op.params["bodies"]) if op.kind == "send" else 1
+        count = _count(op)
         raise QueueFull(
             f"{_rows_named(op)} of the task: queue {opts.queue!r} has no room for {count} "
             f"more message{'s' if count != 1 else ''} under its max_length ({max_length}); "
@@ -239,11 +223,9 @@ def _check(op: _Op, row: Any, opts: WriteOptions, max_length: int | None) -> int
     return len(row.msg_ids or [])
 
 
-def _run(
-    conn: psycopg.Connection[Any], ops: list[_Op], opts: WriteOptions, max_length: int | None
-) -> int:
-    """Run the ops in order, each maximal run of one statement pipelined (:func:`run_each`);
-    the message ids answered (see :func:`_check`)."""
+def _run(store: Pipeline, ops: list[_Op], opts: WriteOptions, max_length: int | None) -> int:
+    """Run the ops in order, each maximal run of one kind pipelined (:func:`_write`); the
+    message ids answered (see :func:`_check`)."""
     answered = 0
     start = 0
     while start < len(ops):
@@ -251,8 +233,7 @@ def _run(
         while end < len(ops) and ops[end].kind == ops[start].kind:
             end += 1
         same_kind = ops[start:end]
-        statement = _statement(same_kind[0].kind)
-        rows = run_each(conn, statement, [op.params for op in same_kind], named=True)
+        rows = _write(store, same_kind, opts)
         for op, row in zip(same_kind, rows, strict=True):
             answered += _check(op, row, opts, max_length)
         start = end
@@ -265,32 +246,33 @@ class QueueWriter(DataSourceWriter):
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
 
-    def _limits(self, conn: psycopg.Connection[Any]) -> tuple[int | None, int | None]:
+    def _limits(self, store: Pipeline) -> tuple[int | None, int | None]:
         """The queue's max_message_size and max_length (None for an exchange: each routed
-        queue's own are checked by PUBLISH); raises when the queue or exchange is missing."""
+        queue's own are checked by the publish); raises when the queue or exchange is
+        missing."""
         if not self.opts.queue:
-            found = run(conn, statements.EXCHANGE_EXISTS, {"name": self.opts.exchange}).fetchone()
-            if not (found and found[0]):
+            assert self.opts.exchange is not None
+            if not store.exchange_exists(self.opts.exchange):
                 raise ExchangeNotFound(f"Exchange {self.opts.exchange!r} does not exist.")
             return None, None
-        state = run(conn, QUEUE_STATE, queue_state_params(self.opts.queue), named=True).fetchone()
+        state = store.queue_state(self.opts.queue)
         if state is None:
             raise QueueNotFound(f"Queue {self.opts.queue!r} does not exist.")
         return int(state.max_message_size), state.max_length
 
     def write(self, iterator: Iterator[Any]) -> WriteReport:
         rows = answered = 0
-        with connect(self.opts.dsn) as conn, conn.transaction():
-            max_size, max_length = self._limits(conn)
+        with Pipeline.open(self.opts.dsn) as store, store.transaction():
+            max_size, max_length = self._limits(store)
             batch: list[_Op] = []
             for row in iterator:
                 batch.append(_row_op(row, self.opts, rows, max_size))
                 rows += 1
                 if len(batch) >= self.opts.batch_rows:
-                    answered += _run(conn, _merge_sends(batch), self.opts, max_length)
+                    answered += _run(store, _merge_sends(batch), self.opts, max_length)
                     batch = []
             if batch:
-                answered += _run(conn, _merge_sends(batch), self.opts, max_length)
+                answered += _run(store, _merge_sends(batch), self.opts, max_length)
         return WriteReport(rows=rows, ids=answered)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:

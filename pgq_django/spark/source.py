@@ -1,7 +1,8 @@
 """The ``pgq`` Python data source: batch and streaming reads of queues and the archive.
 
 Planning runs in a Python worker beside the driver, reading on the executors; neither has
-Django, so both connect with psycopg to the conninfo in the options (see
+Django set up, so both open the store's pipeline
+(:class:`pgq_django.store.managers.pipeline.Pipeline`) on the conninfo in the options (see
 :func:`pgq_django.spark.register` for the default). Rows travel to Spark as Arrow record
 batches built straight from a server-side cursor, ``fetchSize`` rows at a time.
 
@@ -22,7 +23,6 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
-import psycopg
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -35,21 +35,14 @@ from pyspark.sql.types import StructType
 
 from ..conf import DEFAULTS
 from ..exceptions import QueueNotFound
-from ..store.sql import spark as statements
-from ..store.sql.fragments import MESSAGE_COLUMNS, TRANSIENT_FIRST_ID
-from ..store.sql.messages import DELETE, READ
-from ..store.sql.params import delete_params, queue_state_params, read_params, receipt_params
-from ..store.sql.queues import ADD_LIMIT, LOCK_LIMIT, QUEUE_STATE, READ_LIMITED
-from .options import ArchiveStreamOptions, ConsumeOptions, ReadOptions, WriteOptions
-from .queries import (
+from ..store.managers.pipeline import (
     ARCHIVE_TABLE,
     COLUMNS,
-    connect,
-    list_partition_spans,
-    read_range,
-    run,
-    stream_range,
+    MESSAGE_COLUMNS,
+    TRANSIENT_FIRST_ID,
+    Pipeline,
 )
+from .options import ArchiveStreamOptions, ConsumeOptions, ReadOptions, WriteOptions
 from .sink import QueueStreamWriter, QueueWriter
 
 READ_SCHEMA = (
@@ -126,21 +119,16 @@ class SlicesPartition(InputPartition):
 
 
 def _read_slices(opts: ReadOptions, slices: Sequence[Slice]) -> Iterator[Any]:
-    with connect(opts.dsn) as conn:
+    with Pipeline.open(opts.dsn) as store:
         for table, lo, hi in slices:
-            statement = read_range(table, archived=opts.archived)
-            try:
-                for rows in stream_range(
-                    conn,
-                    statement,
-                    opts.params(lo, hi),
-                    batch_rows=opts.fetch_rows,
-                    cursor_name=f"pgq_spark_{lo}",
-                ):
-                    yield to_record_batch(rows)
-            except psycopg.errors.UndefinedTable:
-                # Dropped since planning; partitions are only dropped once they hold no row.
-                continue
+            for rows in store.read_range(
+                table,
+                opts.params(lo, hi),
+                archived=opts.archived,
+                batch_rows=opts.fetch_rows,
+                cursor_name=f"pgq_spark_{lo}",
+            ):
+                yield to_record_batch(rows)
 
 
 class BatchReader(DataSourceReader):
@@ -150,8 +138,8 @@ class BatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> Sequence[InputPartition]:
-        with connect(self.opts.dsn) as conn:
-            spans = list_partition_spans(conn, self.opts.relation)
+        with Pipeline.open(self.opts.dsn) as store:
+            spans = store.partition_spans(self.opts.relation)
         held = [
             (s.name, s.lo, s.hi)
             for s in sorted(spans, key=lambda s: (s.lo or 0, s.name))
@@ -212,20 +200,18 @@ class ArchiveStreamReader(DataSourceStreamReader):
 
     def _frontier(self) -> dict[str, int]:
         """The highest msg_id a batch may end at now, per space (see the class docstring)."""
-        with connect(self.opts.read.dsn) as conn:
-            durable, transient, xmax = run(conn, statements.ID_HORIZON).fetchone() or (0,) * 3
+        with Pipeline.open(self.opts.read.dsn) as store:
+            durable, transient, xmax = store.id_horizon()
             deadline = time.monotonic() + self.opts.settle_seconds
             while True:
-                (oldest,) = run(conn, statements.OLDEST_RUNNING).fetchone() or (0,)
-                if oldest >= xmax:
-                    now = (int(durable or 0), int(transient or 0))
+                if store.oldest_running() >= xmax:
+                    now = (durable, transient)
                     self._settled = [max(*pair) for pair in zip(self._settled, now, strict=True)]
                     break
                 if time.monotonic() > deadline:
                     break  # a long transaction: keep the last settled positions
                 time.sleep(0.02)
-            frontier_params = {"transient": TRANSIENT_FIRST_ID}
-            row = run(conn, statements.ARCHIVE_FRONTIER, frontier_params).fetchone() or (None,) * 4
+            row = store.archive_frontier()
         frontier = {}
         for (key, floor), settled, archived, live in zip(
             _SPACES, self._settled, row[0::2], row[1::2], strict=True
@@ -280,9 +266,9 @@ def _decode(text: str) -> list[tuple[int, int]]:
     return out
 
 
-# Driver-side connections of queue streams, by conninfo (stream readers are pickled, so
-# they cannot hold one; the driver-side worker process keeps this module loaded).
-_LEASE_CONNECTIONS: dict[str, psycopg.Connection[Any]] = {}
+# Driver-side pipelines of queue streams, by conninfo (stream readers are pickled, so
+# they cannot hold a connection; the driver-side worker process keeps this module loaded).
+_LEASE_CONNECTIONS: dict[str, Pipeline] = {}
 
 
 class QueueStreamReader(DataSourceStreamReader):
@@ -304,16 +290,15 @@ class QueueStreamReader(DataSourceStreamReader):
         self._acked: set[int] = set()
         self._last: dict[str, Any] = {"batch": 0, "receipts": ""}
 
-    def _conn(self) -> psycopg.Connection[Any]:
-        conn = _LEASE_CONNECTIONS.get(self.opts.dsn)
-        if conn is None or conn.closed or conn.broken:
-            conn = _LEASE_CONNECTIONS[self.opts.dsn] = connect(self.opts.dsn)
-        return conn
+    def _store(self) -> Pipeline:
+        store = _LEASE_CONNECTIONS.get(self.opts.dsn)
+        if store is None or not store.usable:
+            store = _LEASE_CONNECTIONS[self.opts.dsn] = Pipeline.open(self.opts.dsn)
+        return store
 
     def _state(self) -> Any:
-        """The queue's row of QUEUE_STATE, by column name (the statement may grow columns)."""
-        params = queue_state_params(self.opts.queue)
-        state = run(self._conn(), QUEUE_STATE, params, named=True).fetchone()
+        """The queue's state, by column name (the statement may grow columns)."""
+        state = self._store().queue_state(self.opts.queue)
         if state is None:
             raise QueueNotFound(f"Queue {self.opts.queue!r} does not exist.")
         return state
@@ -330,38 +315,26 @@ class QueueStreamReader(DataSourceStreamReader):
         if max_rows:
             qty = max(1, min(qty, int(max_rows)))
         state = self._state()
-        paused, fifo = state.paused, state.fifo
-        if paused:
+        if state.paused:
             return start
-        params = read_params(
+        # As pgq.read leases: a queue with a rate or concurrency limit through the limited
+        # lease, so the stream counts against the limits like every other consumer.
+        rows = self._store().lease_messages(
             self.opts.queue,
             qty=qty,
             vt=self.opts.visibility_timeout,
             # The byte budget of a read; executors have no Django settings, so the
             # documented default applies (a batch is bounded by batchSize as well).
             max_bytes=DEFAULTS["READ_MAX_BYTES"],
+            fifo=state.fifo,
+            limited=state.limited,
         )
-        rows = self._lease(params, fifo, state.limited)
         if not rows:
             return start
         ct = MESSAGE_COLUMNS.index("read_ct")
         receipts = sorted((int(r[0]), int(r[ct])) for r in rows)
         self._last = {"batch": int(start.get("batch", 0)) + 1, "receipts": _encode(receipts)}
         return self._last
-
-    def _lease(self, params: dict[str, Any], fifo: bool, limited: bool) -> list[Any]:
-        """Lease a micro-batch as ``pgq.read`` does: a queue with a rate or concurrency limit
-        through LOCK_LIMIT and READ_LIMITED in one transaction, so the stream counts
-        against the limits like every other consumer."""
-        conn = self._conn()
-        if not limited:
-            return run(conn, READ[fifo].format(filters=""), params).fetchall()
-        lock = {"queue": self.opts.queue, "relax": True}  # its own transaction
-        with conn.transaction():
-            if run(conn, LOCK_LIMIT, lock).fetchone() is None:
-                run(conn, ADD_LIMIT, lock)
-                run(conn, LOCK_LIMIT, lock)
-            return run(conn, READ_LIMITED[fifo].format(filters=""), params).fetchall()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if end.get("batch") == start.get("batch"):
@@ -375,9 +348,8 @@ class QueueStreamReader(DataSourceStreamReader):
         assert isinstance(partition, ReceiptsPartition)
         if not partition.receipts:
             return
-        params = receipt_params(partition.receipts)
-        with connect(self.opts.dsn) as conn:
-            rows = run(conn, statements.LEASED_ROWS, params).fetchall()
+        with Pipeline.open(self.opts.dsn) as store:
+            rows = store.leased_rows(partition.receipts)
         if rows:
             yield to_record_batch(sorted(rows, key=lambda r: r[0]))
 
@@ -391,14 +363,13 @@ class QueueStreamReader(DataSourceStreamReader):
         if batch in self._acked or not receipts:
             return
         archives = self._state().archive_on_ack
-        params = delete_params(self.opts.queue, receipts, result=None)
-        run(self._conn(), DELETE[archives], params)
+        self._store().ack_receipts(self.opts.queue, receipts, archives=archives)
         self._acked.add(batch)
 
     def stop(self) -> None:
-        conn = _LEASE_CONNECTIONS.pop(self.opts.dsn, None)
-        if conn is not None:
-            conn.close()
+        store = _LEASE_CONNECTIONS.pop(self.opts.dsn, None)
+        if store is not None:
+            store.close()
 
 
 class PgqDataSource(DataSource):

@@ -5,7 +5,9 @@
 - :mod:`.db`: the one runner that executes them on Django's connection;
 - :mod:`.managers`: the models' managers, one method per statement, thin faces over the
   runner (the models themselves live in :mod:`pgq_django.models`, where Django looks for
-  them);
+  them); the operations they share with the Spark pipeline
+  (:mod:`.managers.operations`, :mod:`.managers.pipeline`) run on any connection of
+  :mod:`.connection`: Django's, or a plain psycopg one;
 - :mod:`.server_functions`: the hot statements as server-side functions, for poolers;
 - the per-process services: the counter flusher (:mod:`.tallies`), the trailing wake-ups
   of throttled sends (:mod:`.wakeups`) and the LISTEN hub (:mod:`.notify`), each on the

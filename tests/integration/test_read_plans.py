@@ -22,7 +22,7 @@ from psycopg import sql
 
 import pgq_django as pgq
 from pgq_django import partitions
-from pgq_django.store.managers.messages import _text
+from pgq_django.store.managers.operations import statement_text as _text
 from pgq_django.store.sql import messages
 from tests.conftest import (
     custom_plan,

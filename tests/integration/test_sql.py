@@ -44,27 +44,26 @@ OTHER_RUNNERS = {
     "store/wakeups.py",
     "store/notify.py",
 }
-# The Spark pipeline: executors without Django, on psycopg connections of their own.
-SPARK = "spark/"
+# The Spark pipeline's face of the store: its executors, without Django set up, run the
+# managers' shared operations and sql.spark's statements there, on psycopg connections.
+PIPELINE = "store/managers/pipeline.py"
 
 
 def test_every_statement_is_run_by_exactly_one_manager_method() -> None:
-    """Spark's executors have no Django: they may run any statement on their own
-    connections, besides the one manager method; sql.spark's are theirs alone."""
+    """Spark's executors have no Django set up: they run the store's operations through
+    its pipeline, never a statement of their own; sql.spark's run in the pipeline alone."""
     users = catalogue.statement_users()
     problems = []
     for module, name, _statement in sql.statements():
         found = users.get((module, name), set())
-        django_side = {(p, f) for p, f in found if not p.startswith(SPARK)}
-        expected = found if module == "spark" else django_side
-        if len(expected) != 1:
+        if len(found) != 1:
             problems.append(f"sql.{module}.{name} is used by {sorted(found) or 'nothing'}")
             continue
-        [(path, function)] = expected
+        [(path, function)] = found
         in_manager = path.startswith("store/managers/") and "." in function
         if module == "spark":
-            if not path.startswith(SPARK):
-                problems.append(f"sql.{module}.{name} runs in {path}, outside spark/")
+            if path != PIPELINE:
+                problems.append(f"sql.{module}.{name} runs in {path}, outside {PIPELINE}")
         elif not (in_manager or path in OTHER_RUNNERS):
             problems.append(f"sql.{module}.{name} runs in {path}:{function}, not a manager")
     assert not problems, "\n".join(problems)

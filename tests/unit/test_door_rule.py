@@ -25,25 +25,7 @@ DOORS = ("rest", "sqs", "pgmq", "spark", "admin", "tasks.py")
 RUNNERS = ("pgq_django.store.db", "pgq_django.store.sql", "psycopg")
 
 # Doors that still break the rule, each with what remains to move and where it goes.
-KNOWN: dict[str, str] = {
-    "spark/queries.py": (
-        "the pipeline's own runner: its executors run the store's statements on psycopg "
-        "connections without Django; it goes when the store's operations run through a "
-        "connection interface a plain psycopg connection satisfies"
-    ),
-    "spark/source.py": (
-        "repeats the managers' limited-lease sequence (LOCK_LIMIT, ADD_LIMIT, READ_LIMITED) "
-        "on its own connections; goes with spark/queries.py"
-    ),
-    "spark/__init__.py": (
-        "builds the executors' connection string with psycopg's conninfo from Django's "
-        "settings; goes with spark/queries.py"
-    ),
-    "spark/sink.py": (
-        "runs the send, publish and COPY statements on its own connections, choosing the "
-        "statement as the managers do; goes with spark/queries.py"
-    ),
-}
+KNOWN: dict[str, str] = {}
 
 
 def door_modules() -> list[Path]:

@@ -10,8 +10,10 @@ from django.db import models
 from ... import seams
 from ...conf import settings
 from .. import db
+from ..connection import DjangoConnection
 from ..sql.fragments import MESSAGE_COLUMNS
 from ..sql.params import Receipt
+from .operations import Operations
 
 # A reference to one message: (msg_id, read_ct or None). read_ct fences stale receipts.
 MessageRef = Receipt
@@ -26,6 +28,14 @@ class SqlManager(models.Manager):
 
     def _db_alias(self) -> str:
         return self.db if self._db else settings.DATABASE
+
+    def _ops(self) -> Operations:
+        """The operations shared with the Spark pipeline, on this manager's database."""
+        alias = self._db_alias()
+        found = _OPERATIONS.get(alias)
+        if found is None:
+            found = _OPERATIONS[alias] = Operations(DjangoConnection(alias))
+        return found
 
     def _one(self, statement: Any, params: Any = None, *, prepare: bool = True) -> Any:
         """The statement's first row (named fields), or None."""
@@ -74,6 +84,8 @@ class SqlManager(models.Manager):
 
 
 _PLAIN: dict[type, bool] = {}
+# Database alias -> the shared operations on its Django connection (few aliases, kept).
+_OPERATIONS: dict[str, Operations] = {}
 
 
 def _plain_columns(model: type[models.Model]) -> bool:

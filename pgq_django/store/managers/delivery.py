@@ -30,7 +30,7 @@ class DeliveryMethods(SqlManager):
         params = send_deduplicated_params(
             queue, body, size=size, channel=settings.NOTIFY_CHANNEL, options=options
         )
-        return self._one(sql.SEND_DEDUPLICATED, params)
+        return self._ops().send_deduplicated([params])[0]
 
     def cancel(self, queue: str, msg_id: int) -> tuple[int | None, str | None]:
         """Returns (queue_id or None, 'cancelled' | 'cancel_requested' | None)."""

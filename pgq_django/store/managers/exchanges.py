@@ -7,7 +7,6 @@ from typing import Any
 
 from ...conf import settings
 from ..sql import access as rights
-from ..sql import exchanges as sql
 from ..sql.params import publish_params
 from .base import SqlManager
 from .users import with_user_tables
@@ -34,9 +33,9 @@ class ExchangeManager(SqlManager):
             options=options,
         )
         if params.get("dedup_id") is None:
-            row = self._one(sql.PUBLISH, params)
+            [row] = self._ops().publish([params])
         else:
-            row = self._one(sql.PUBLISH_DEDUPLICATED, params)
+            [row] = self._ops().publish_deduplicated([params])
         return row.exchange_id, list(row.msg_ids or []), row.too_large, row.queue_full
 
     def has_right(

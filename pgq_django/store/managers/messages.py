@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import operator
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
-
-from django.db import transaction
 
 from ...conf import settings
 from .. import db, tallies, wakeups
@@ -22,17 +20,16 @@ from ..sql.fragments import MESSAGE_COLUMNS, SEND_OPTION_DEFAULTS
 from ..sql.params import (
     delete_one_params,
     delete_params,
-    queue_state_params,
     read_filters,
     read_params,
     receipt_params,
     send_one_params,
     send_params,
 )
-from ..sql.queues import ADD_LIMIT, LOCK_LIMIT, QUEUE_STATE, READ_LIMITED
 from .base import MessageRef, SqlManager
 from .counters import CounterMethods
 from .delivery import DeliveryMethods
+from .operations import statement_text
 from .queryset import MessageQuerySet
 
 # Queue name -> its shape as last seen by this process: FIFO (see _leasing), archives on
@@ -73,11 +70,13 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
             params = send_one_params(queue, bodies[0], size=size, channel=channel, notify=notify)
             queue_id, msg_ids, notified, full = self._send_plain(params, alias, deferred)
         else:
-            statement = sql.SEND_UNCOUNTED if deferred else sql.SEND
             params = send_params(
                 queue, bodies, size=size, channel=channel, notify=notify, options=options
             )
-            row = db.run_one(statement, params, alias)  # _one without finding the alias again
+            if deferred:  # counted by this process's sums (above)
+                row = db.run_one(sql.SEND_UNCOUNTED, params, alias)
+            else:
+                [row] = self._ops().send([params])
             queue_id, msg_ids, full = row.found_queue_id, row.msg_ids, row.queue_full
             notified = bool(row.notified)
         if msg_ids and deferred:  # committed (autocommit)
@@ -124,33 +123,41 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         params = read_params(
             queue, qty=qty, vt=vt, max_bytes=settings.READ_MAX_BYTES, filter_values=values
         )
-        return self._leasing(sql.READ, queue, clause, params, limitable=True)
+        ops = self._ops()
+
+        def leasing(fifo: bool, limited: bool) -> list[Any]:
+            return ops.lease(params, fifo=fifo, limited=limited, clause=clause)
+
+        return self._leasing(leasing, queue, limitable=True)
 
     def pop(self, queue: str, *, qty: int) -> tuple[list[Any], Any]:
         """Like :meth:`lease`, but the messages leave the queue (archived with archive_on_ack)."""
         params = {"queue": queue, "qty": qty, "max_bytes": settings.READ_MAX_BYTES}
-        return self._leasing(sql.POP, queue, "", params)
+
+        def popping(fifo: bool, limited: bool) -> list[Any]:
+            return self._all(statement_text(sql.POP, fifo, ""), params, named=False)
+
+        return self._leasing(popping, queue)
 
     def _leasing(
         self,
-        shapes: dict[bool, str],
+        run: Callable[[bool, bool], list[Any]],
         queue: str,
-        clause: str,
-        params: dict[str, Any],
         *,
         limitable: bool = False,
     ) -> tuple[list[Any], Any]:
-        """Run the statement of the queue's shape, remembered per process by queue name.
+        """Run a lease (``run(fifo, limited)``: plain rows) of the queue's shape, remembered
+        per process by queue name.
 
         A guess that no longer holds (a queue dropped and re-created as the other shape)
         matches no queue, so an empty result checks the shape once and runs the other one.
-        ``limitable`` (a read): a queue with a rate or concurrency limit is a shape too,
-        leased by :meth:`_lease_limited`; READ itself matches only a queue without limits.
+        ``limitable`` (a read): a queue with a rate or concurrency limit is a shape too
+        (see :meth:`Operations.lease <pgq_django.store.managers.operations.Operations.lease>`).
         """
         fifo = _FIFO_QUEUES.get(queue, False)
         limited = limitable and _LIMITED_QUEUES.get(queue, False)
         # Plain tuples: the rows become Message instances at once (see _instances).
-        rows = self._run_lease(shapes, fifo, limited, clause, params)
+        rows = run(fifo, limited)
         state = None
         if not rows:
             state = self.queue_state(queue)
@@ -160,45 +167,15 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
                 fifo = _FIFO_QUEUES[queue] = state.fifo
                 if limitable:
                     limited = _LIMITED_QUEUES[queue] = state.limited
-                rows = self._run_lease(shapes, fifo, limited, clause, params)
+                rows = run(fifo, limited)
         # Delivery order (priority, then msg_id: columns 6 and 0), sorted as plain tuples.
         rows.sort(key=_DELIVERY_ORDER)
         return self._instances(rows, queue_name=queue), state
 
-    def _run_lease(
-        self,
-        shapes: dict[bool, str],
-        fifo: bool,
-        limited: bool,
-        clause: str,
-        params: dict[str, Any],
-    ) -> list[Any]:
-        if limited:
-            return self._lease_limited(_text(READ_LIMITED, fifo, clause), params)
-        return self._all(_text(shapes, fifo, clause), params, named=False)
-
-    def _lease_limited(self, text: str, params: dict[str, Any]) -> list[Any]:
-        """Lease from a rate- or concurrency-limited queue: LOCK_LIMIT, then READ_LIMITED.
-
-        Two statements in one transaction (the caller's, or one of their own): the lock
-        makes the queue's leases take turns, and READ_LIMITED's snapshot, taken after it,
-        counts the leases committed before it. A queue without a limit row gets one first.
-        """
-        alias = self._db_alias()
-        # A transaction of its own commits without waiting for the WAL flush (LOCK_LIMIT).
-        relax = not transaction.get_connection(alias).in_atomic_block
-        lock = {"queue": params["queue"], "relax": relax}
-        with transaction.atomic(using=alias):
-            if self._one(LOCK_LIMIT, lock) is None:
-                db.run_rowcount(ADD_LIMIT, lock, alias)
-                if self._one(LOCK_LIMIT, lock) is None:
-                    return []  # no such queue, or no limit any more: the state says which
-            return self._all(text, params, named=False)
-
     def queue_state(self, queue: str) -> Any:
         """The queue's (id, paused, max_message_size, fifo, archive_on_ack, max_length,
         limited), or None when there is no such queue."""
-        return self._one(QUEUE_STATE, queue_state_params(queue))
+        return self._ops().queue_state(queue)
 
     def read_by_id(self, queue: str, msg_id: int) -> tuple[int | None, Any]:
         row = self._one(sql.READ_BY_ID, {"queue": queue, "msg_id": msg_id})
@@ -211,12 +188,13 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         """Delete (or archive as acked); returns (queue_id or None, [deleted ids])."""
         alias = self._db_alias()
         deferred = tallies.deferred(alias)  # see send_bodies
+        shapes: dict[bool, str] | None
         if len(refs) == 1:
             params = delete_one_params(queue, refs[0], result=result)
             shapes = sql.DELETE_ONE_UNCOUNTED if deferred else sql.DELETE_ONE
         else:
             params = delete_params(queue, refs, result=result)
-            shapes = sql.DELETE_UNCOUNTED if deferred else sql.DELETE
+            shapes = sql.DELETE_UNCOUNTED if deferred else None  # None: Operations.ack
         archives = _ARCHIVES_ON_ACK.get(queue, False)
         if deferred and len(refs) == 1 and not archives:
             # The usual ack: one DELETE that answers only when it deleted; the shapes below
@@ -225,15 +203,24 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
             if deleted is not None:
                 tallies.add(alias, deleted.queue_id, "acked", 1)
                 return deleted.queue_id, [deleted.msg_id]
-        row = self._one(shapes[archives], params)
+        row = self._deleting(shapes, archives, params)
         if row.found_queue_id is None:
             state = self.queue_state(queue)
             if state is not None and state.archive_on_ack != archives:
                 archives = _ARCHIVES_ON_ACK[queue] = state.archive_on_ack
-                row = self._one(shapes[archives], params)
+                row = self._deleting(shapes, archives, params)
         if deferred and row.msg_ids:
             tallies.add(alias, row.found_queue_id, "acked", len(row.msg_ids))
         return row.found_queue_id, row.msg_ids
+
+    def _deleting(
+        self, shapes: dict[bool, str] | None, archives: bool, params: dict[str, Any]
+    ) -> Any:
+        """The row of an ack's statement: of ``shapes`` for the queue's kind, or (None) the
+        counted ack of many, which the Spark pipeline runs too."""
+        if shapes is None:
+            return self._ops().ack(params, archives=archives)
+        return self._one(shapes[archives], params)
 
     def archive(
         self,
@@ -280,16 +267,3 @@ class MessageManager(DeliveryMethods, CounterMethods, _MessageManagerBase):
         """Delete every message of the queue; returns (queue_id or None, how many)."""
         row = self._one(sql.PURGE, {"queue": queue})
         return row.found_queue_id, row.purged
-
-
-# (statement shapes, FIFO?, filter clause) -> the statement's text. The same object every
-# call, so psycopg's caches find it by identity-cheap lookups instead of a new string.
-_TEXTS: dict[tuple[int, bool, str], str] = {}
-
-
-def _text(shapes: dict[bool, str], fifo: bool, clause: str) -> str:
-    key = (id(shapes), fifo, clause)
-    found = _TEXTS.get(key)
-    if found is None:
-        found = _TEXTS[key] = shapes[fifo].format(filters=clause)
-    return found

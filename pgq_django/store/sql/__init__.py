@@ -26,11 +26,12 @@
 A statement is a module-level constant in UPPER_CASE whose value is SQL text, a
 :class:`psycopg.sql.Composable` (templates filled with identifiers), or a dict of texts
 keyed by queue shape (``READ[fifo]``); a ``# -- name --`` comment above it says what it
-does. Each is run by exactly one manager method through the one runner,
-:mod:`pgq_django.store.db` (``tests/integration/test_sql.py`` checks it); the Spark executors,
-which have no Django, run :mod:`.spark`'s statements and reuse the managers' ones, with
-the same parameter builders (:mod:`.params`), on psycopg connections of their own
-(:mod:`pgq_django.spark.queries`). Values always travel as parameters.
+does. Each is run by exactly one manager method (``tests/integration/test_sql.py`` checks
+it), through the one runner, :mod:`pgq_django.store.db`, or, for the operations the Spark
+executors share with the managers and :mod:`.spark`'s own, through the connection interface
+of :mod:`pgq_django.store.connection`, which a plain psycopg connection satisfies too
+(:mod:`pgq_django.store.managers.operations`, :mod:`pgq_django.store.managers.pipeline`).
+Values always travel as parameters.
 
 Nothing here imports Django, so the same texts and builders run where Django is not set up.
 

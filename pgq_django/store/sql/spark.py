@@ -1,12 +1,12 @@
 """What the Spark pipeline adds: partition spans, id-range reads, the archive stream's
 watermark, and checks of names.
 
-Spark executors run without Django, on psycopg connections of their own
-(:mod:`pgq_django.spark.queries`), so these statements run there rather than through
-:mod:`pgq_django.store.db`. Sending, publishing, leasing and acknowledging reuse the managers' own
-statements (:data:`.messages.SEND`, :data:`.messages.READ`, :data:`.messages.DELETE`,
-:data:`.delivery.SEND_DEDUPLICATED`, :data:`.exchanges.PUBLISH`, :data:`.queues.QUEUE_STATE`)
-and their parameter builders (:mod:`.params`).
+Spark executors run without Django set up, on psycopg connections of their own, so these
+statements run in the store's pipeline (:class:`pgq_django.store.managers.pipeline.Pipeline`)
+rather than through :mod:`pgq_django.store.db`. Sending, publishing, leasing and
+acknowledging are the managers' own operations
+(:class:`pgq_django.store.managers.operations.Operations`), with the same statements and
+parameter builders (:mod:`.params`), on the pipeline's connection.
 Identifiers are composed with :mod:`psycopg.sql` from fixed names; every value is a
 parameter.
 """
