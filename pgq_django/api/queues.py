@@ -10,7 +10,7 @@ from .. import validation as v
 from ..conf import settings
 from ..exceptions import InvalidArgument, QueueAlreadyExists, QueueNotFound
 from ..models import Message, Queue
-from ..partitions import ensure_transient_ranges
+from ..store.partitions import ensure_transient_ranges
 from ..types import Duration, QueueRef
 from .queue_settings import QUEUE_SETTINGS, queue_setting_defaults
 from .recovery import recovers

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from ..conf import settings
 from ..models import ArchivedMessage, Message
-from ..partitions import export_covered_until
+from ..store.partitions import export_covered_until
 from ..store.sql.delivery import DROPPED_QUEUE_MEMORY_SECONDS
 
 

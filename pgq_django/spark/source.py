@@ -153,8 +153,8 @@ class BatchReader(DataSourceReader):
         yield from _read_slices(self.opts, partition.slices)
 
 
-# The archive stream's offset keys: one position per id space (pgq_django.partitions), each
-# the highest msg_id of that space already delivered. A checkpoint written before the second
+# The archive stream's offset keys: one position per id space (pgq_django.store.partitions),
+# each the highest msg_id of that space already delivered. A checkpoint written before the second
 # space existed has only "msg_id"; its transient position is then the space's start.
 _SPACES = (("msg_id", 0), ("transient", TRANSIENT_FIRST_ID - 1))
 

@@ -6,7 +6,7 @@ for at most ``PGQ["SCHEDULE_TURN_BUDGET"]`` seconds of the turn, so the duties a
 their pace),
 ``expire`` (archive messages past retention or expires_in), ``retention`` (prune old
 archive rows and dedup claims), ``counters`` (fold counter rows per minute) and
-``partitions`` (``pgq_django.partitions.run_maintenance()``: repair the default partitions,
+``partitions`` (``pgq_django.store.partitions.run_maintenance()``: repair the default partitions,
 premake, tune and drop ranges; it runs before ``retention``).
 ``workflows`` (resolve the waits of dependencies and groups, every second) and
 ``workflow_prune`` (forget finished ones past ``PGQ["WORKFLOW_RETENTION"]``).
@@ -15,7 +15,6 @@ Projects add their own with :func:`register_duty`.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from ..api import schedules, upkeep, workflows
 from ..conf import settings
 from ..models import Message
 from ..store import availability
+from ..store.partitions import run_maintenance
 
 logger = logging.getLogger("pgq_django.worker")
 
@@ -62,13 +62,8 @@ def compact_counters() -> Any:
 
 
 def partition_upkeep() -> Any:
-    """Run the partitions module's maintenance if it provides one (its own issue)."""
-    try:
-        module = importlib.import_module("pgq_django.partitions")
-    except ImportError:
-        return None
-    run = getattr(module, "run_maintenance", None)
-    return run() if callable(run) else None
+    """The store's partition upkeep (:func:`pgq_django.store.partitions.run_maintenance`)."""
+    return run_maintenance()
 
 
 _extra: list[tuple[str, Callable[[], Any], float | None]] = []
@@ -90,7 +85,7 @@ def default_duties(interval: float) -> list[Duty]:
         Duty("workflow_prune", workflows.prune, interval),
         Duty("expire", expire_messages, interval),
         # Partitions before retention: an archive range wholly past retention then goes in
-        # one DROP instead of a DELETE of every row (see pgq_django.partitions).
+        # one DROP instead of a DELETE of every row (see pgq_django.store.partitions).
         Duty("partitions", partition_upkeep, interval),
         Duty("retention", enforce_retention, interval),
         Duty("counters", compact_counters, interval),

@@ -23,7 +23,7 @@ from pgq_django.store.sql import catalogue, messages
 SQL_DIR = catalogue.SQL_DIR
 
 # Where a statement may run besides a manager method, and why:
-# - partitions.py: partition upkeep (DDL), run through pgq_django.store.db like the rest;
+# - store/partitions.py: partition upkeep (DDL), run through pgq_django.store.db like the rest;
 # - worker/leader.py: the advisory lock lives on the leader's own psycopg connection;
 # - server_functions.py: making the hot statements' functions at migrate (on a connection
 #   of its own) and finding them for the runner, which calls it;
@@ -37,7 +37,7 @@ SQL_DIR = catalogue.SQL_DIR
 #   migrate's signals) checks, drops and (re)creates: a schema rather than rows of a model.
 OTHER_RUNNERS = {
     "store/pgmq_schema.py",
-    "partitions.py",
+    "store/partitions.py",
     "worker/leader.py",
     "store/server_functions.py",
     "store/tallies.py",

@@ -11,7 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from pgq_django.management.arguments import non_negative_int
-from pgq_django.partitions import MAX_PREMAKE, upkeep
+from pgq_django.store.partitions import MAX_PREMAKE, upkeep
 
 
 def premake_count(value: str) -> int:

@@ -1,4 +1,4 @@
-"""Partition upkeep: the catalog queries, locks and DDL of :mod:`pgq_django.partitions`.
+"""Partition upkeep: the catalog queries, locks and DDL of :mod:`pgq_django.store.partitions`.
 
 DDL cannot take its identifiers as parameters, so these statements are
 :class:`psycopg.sql.SQL` templates: the caller fills each ``{placeholder}`` with
