@@ -29,6 +29,7 @@ def _code(text: str) -> str:
 HAND_COPIES = {
     "the id sequences": r"pgq_message_(msg|transient)_id_seq",
     "the counter insert": r"INSERT INTO \S*pgq_queue_counter",
+    "a queue's counted events": r"FROM \S*pgq_queue_counter",
     "the archive move": r"INSERT INTO \S*pgq_archived_message",
     "a wake-up of pgq_django's channel": r"pg_notify\(@channel@",
     "the group-head condition": r"e\.group_id = m\.group_id",
@@ -71,6 +72,7 @@ def test_the_functions_run_the_store_text() -> None:
     assert in_schema(fragments.next_msg_id("q")) in everything
     assert in_schema(fragments.id_sequence("q")) in everything
     assert in_schema(fragments.COUNTER_INSERT) in everything
+    assert in_schema(fragments.counter_total("'sent'", "qrow.id")) in everything
     assert fragments.notify_queue("queue_name", channel="'pgq_wake'") in everything
     assert in_schema(fragments.HAS_ROOM.format(q="q", n="cardinality(msgs)")) in everything
     # A FIFO read's group-head condition, as the store writes it.

@@ -124,8 +124,7 @@ BEGIN
     SELECT metrics.queue_name, count(*),
            EXTRACT(epoch FROM (now() - max(m.enqueued_at)))::int,
            EXTRACT(epoch FROM (now() - min(m.enqueued_at)))::int,
-           coalesce((SELECT sum(c.n) FROM @pgq@.pgq_queue_counter c
-                     WHERE c.queue_id = qrow.id AND c.kind = 'sent'), 0)::bigint,
+           @counter_total:'sent'|qrow.id@::bigint,
            now(),
            count(*) FILTER (WHERE m.vt <= now()),
            NULL::bigint

@@ -10,8 +10,8 @@
 -- pgq_django.store.sql (pgmq_interface.render): a "store" placeholder is a whole statement
 -- the Python API runs (with "|param=expr" giving one of its parameters), and the fragment
 -- placeholders are its pieces: next_msg_id and id_sequence (a queue's id space), expiry,
--- counter_insert, notify (the wake-up of a queue's listeners), has_room (max_length) and
--- insert_messages (a new message's columns).
+-- counter_insert and counter_total (a queue's counted events), notify (the wake-up of a
+-- queue's listeners), has_room (max_length) and insert_messages (a new message's columns).
 --
 -- The functions that read or write messages plan their statements once per session
 -- (plan_cache_mode = force_generic_plan). Left to choose, PostgreSQL re-plans them on every

@@ -7,7 +7,7 @@ queue, kind and minute. Run by :class:`pgq_django.store.managers.MessageManager`
 
 from __future__ import annotations
 
-from .fragments import counted
+from .fragments import counted, counter_total
 
 # -- compact_counters -- Fold finished minutes of counter rows into one row per queue, kind
 # and minute, so counting stays cheap while per-minute history remains for charts.
@@ -57,17 +57,15 @@ RETURNING queue_id"""
 #   visible) is counted over the same stretch.
 # - oldest/newest: the lowest and highest msg_id of each of the queue's first 64 priority
 #   levels (a skip scan of the index), and their enqueue times.
-METRICS = """
+METRICS = f"""
 SELECT q.name AS queue_name,
        CASE WHEN c.n < %(exact)s THEN c.n
             ELSE greatest(c.n, coalesce(est.n, 0)::bigint) END AS queue_length,
        extract(epoch FROM clock_timestamp() - newest.enqueued_at)::float8 AS newest_msg_age_sec,
        extract(epoch FROM clock_timestamp() - oldest.enqueued_at)::float8 AS oldest_msg_age_sec,
-       coalesce((SELECT sum(n) FROM pgq_queue_counter c
-                 WHERE c.queue_id = q.id AND c.kind = 'sent'), 0) AS total_messages,
+       {counter_total("'sent'", "q.id")} AS total_messages,
        f.in_flight,
-       coalesce((SELECT sum(n) FROM pgq_queue_counter c
-                 WHERE c.queue_id = q.id AND c.kind = 'dead'), 0) AS dead_letters,
+       {counter_total("'dead'", "q.id")} AS dead_letters,
        clock_timestamp() AS scrape_time,
        f.delayed
 FROM pgq_queue q

@@ -182,6 +182,15 @@ def archive_rows(
 COUNTER_INSERT = "INSERT INTO pgq_queue_counter (queue_id, kind, n, at)"
 
 
+def counter_total(kind: str, queue_id: str) -> str:
+    """How many events of ``kind`` queue ``queue_id`` has counted (SQL expressions): the sum
+    of its counter rows, folded or not; 0 before the first."""
+    return (
+        f"coalesce((SELECT sum(n) FROM pgq_queue_counter c\n"
+        f"                 WHERE c.queue_id = {queue_id} AND c.kind = {kind}), 0)"
+    )
+
+
 def counted(*selects: str) -> str:
     """:data:`COUNTER_INSERT` of the counter rows the ``selects`` produce (UNION ALL)."""
     return COUNTER_INSERT + "\n    " + "\n    UNION ALL\n    ".join(selects)

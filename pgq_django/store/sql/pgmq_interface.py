@@ -28,6 +28,7 @@ from .fragments import (
     M_COLS,
     OPTION_DEFAULTS,
     archive_rows,
+    counter_total,
     expiry,
     id_sequence,
     insert_messages,
@@ -250,6 +251,7 @@ def _fragment(name: str, args: list[str]) -> str:
         "id_sequence": id_sequence,
         "expiry": lambda seconds, start: expiry(seconds, start=start),
         "counter_insert": lambda: COUNTER_INSERT,
+        "counter_total": counter_total,
         "has_room": lambda q, n: HAS_ROOM.format(q=q, n=n),
         "insert_messages": lambda q, body: insert_messages(q, body, options=_SEND_OPTIONS),
     }
