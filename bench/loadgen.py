@@ -25,7 +25,7 @@ import signal
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -172,7 +172,6 @@ class Plan:
     batch: int = 100  # the most messages one send carries
     backlog: int = 20_000  # unpaced producers wait while this many are queued
     logs: Path | None = None  # where consumers and the producer write what they saw
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def quiet_signals() -> None:

@@ -36,7 +36,6 @@ import multiprocessing
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,11 +44,8 @@ import psycopg
 
 from . import loadgen
 from .common import ROOT, clock, fresh_database, write_results
+from .pressure_load import QUEUE, READERS, Fault, Sampler, params, upkeep
 from .pressure_report import phase_rows, plot_highest, plot_pins, print_highest, print_pins
-
-QUEUE = "pressure"
-PGMQ_TABLE = f"pgmq.q_{QUEUE}"
-READERS = 4
 
 # -- database ----------------------------------------------------------------------------------
 
@@ -67,12 +63,6 @@ def _database() -> dict[str, Any]:
     return db
 
 
-def params() -> dict[str, Any]:
-    from pgq_django.store.notify import connection_params
-
-    return dict(connection_params())
-
-
 def setup(args: argparse.Namespace) -> None:
     """Django on the bench's database, a pgq_django queue and a PGMQ queue, both empty."""
     import django
@@ -85,7 +75,7 @@ def setup(args: argparse.Namespace) -> None:
         INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "pgq_django"],
         DATABASES={"default": _database()},
         DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
-        PGQ={"PARTITION_SIZE": args.partition_size, "PARTITION_PREMAKE": 2},
+        PGQ={"PARTITION_SIZE": args.partition_size, "PARTITION_PREMAKE": args.premake},
     )
     django.setup()
     from django.core.management import call_command
@@ -106,89 +96,6 @@ def setup(args: argparse.Namespace) -> None:
         pgq.create_queue(QUEUE, visibility_timeout=30)
         print(f"  PGMQ: {install_pgmq(conn)}", flush=True)
         conn.execute("SELECT pgmq.create(%s)", [QUEUE])
-
-
-# -- the side processes: upkeep, readers -------------------------------------------------------
-
-
-def upkeep(interval: float, started: float, stop: Any, out: Path) -> None:
-    """The worker leader's duties every ``interval`` seconds; each run's start, length and
-    partition actions go to ``out``."""
-    loadgen.quiet_signals()
-    from pgq_django.worker import maintenance
-
-    duties = maintenance.default_duties(interval)
-    runs: list[dict[str, Any]] = []
-    while not stop.is_set():
-        t0 = clock()
-        done = maintenance.run_due(duties, force=True)
-        actions = [str(a) for a in done.get("partitions") or []]
-        runs.append({"t": t0 - started, "seconds": clock() - t0, "actions": actions})
-        out.write_text(json.dumps(runs))
-        stop.wait(max(0.0, interval - (clock() - t0)))
-
-
-def reader(index: int, hold: float, stop: Any) -> None:
-    """A REPEATABLE READ transaction scanning both queue tables every two seconds, begun
-    anew every ``hold`` seconds; readers start ``hold / 4`` apart."""
-    loadgen.quiet_signals()
-    if stop.wait(index * hold / READERS):
-        return
-    conn = psycopg.connect(**params())
-    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-    while not stop.is_set():
-        began = clock()
-        while not stop.is_set() and clock() - began < hold:
-            conn.execute("SELECT count(*), max(enqueued_at) FROM pgq_message").fetchone()
-            conn.execute(f"SELECT count(*), max(enqueued_at) FROM {PGMQ_TABLE}").fetchone()
-            stop.wait(2.0)
-        conn.commit()
-    conn.close()
-
-
-# -- sampling ----------------------------------------------------------------------------------
-
-PGQ_STATS = """
-SELECT coalesce(sum(s.n_dead_tup), 0), coalesce(sum(s.n_live_tup), 0),
-       coalesce(sum(pg_total_relation_size(t.relid)), 0)
-FROM pg_partition_tree('pgq_message'::regclass) t
-LEFT JOIN pg_stat_user_tables s ON s.relid = t.relid
-WHERE t.isleaf
-"""
-PGMQ_STATS = f"""
-SELECT n_dead_tup, n_live_tup, pg_total_relation_size(relid)
-FROM pg_stat_user_tables WHERE relid = '{PGMQ_TABLE}'::regclass
-"""
-
-
-class Sampler:
-    """Dead tuples and sizes of each side's queue table, from a connection of its own."""
-
-    def __init__(self) -> None:
-        self.conn = psycopg.connect(**params(), autocommit=True)
-        self.conn.execute("SET statement_timeout = '5s'")
-        self.rows: list[dict[str, Any]] = []
-
-    def take(self, t: float, phase: str, loads: dict[str, loadgen.Load]) -> None:
-        row: dict[str, Any] = {"t": t, "phase": phase}
-        try:
-            for side, statement in (("pgq", PGQ_STATS), ("pgmq", PGMQ_STATS)):
-                if side not in loads:
-                    continue
-                dead, live, size = self.conn.execute(statement).fetchone()  # type: ignore[misc]
-                row[side] = {
-                    "dead": int(dead),
-                    "live": int(live),
-                    "bytes": int(size),
-                    "consumed": loads[side].consumed.value,
-                }
-        except psycopg.Error as exc:  # a busy catalog: skip this sample
-            print(f"  (sample skipped: {exc.__class__.__name__})", flush=True)
-            return
-        self.rows.append(row)
-
-    def close(self) -> None:
-        self.conn.close()
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -232,14 +139,13 @@ def _wait(
 
 
 def _phases(args: argparse.Namespace) -> list[tuple[str, float, str | None]]:
-    return [
-        ("warm-up", args.warmup, None),
-        ("baseline", args.baseline, None),
-        ("idle-in-transaction pin", args.pin, "pin"),
-        ("after the pin", args.recovery, None),
+    pin = [("idle-in-transaction pin", args.pin, "pin"), ("after the pin", args.recovery, None)]
+    readers = [
         (f"{READERS} REPEATABLE READ readers", args.pin, "readers"),
         ("after the readers", args.recovery, None),
     ]
+    faults = {"both": pin + readers, "pin": pin, "readers": readers}[args.faults]
+    return [("warm-up", args.warmup, None), ("baseline", args.baseline, None), *faults]
 
 
 def run_pins(args: argparse.Namespace, work: Path, stopping: loadgen.StopFlag) -> dict[str, Any]:
@@ -284,7 +190,7 @@ def run_pins(args: argparse.Namespace, work: Path, stopping: loadgen.StopFlag) -
             phase_name = name
             span = {"phase": name, "fault": fault, "start": clock() - started}
             spans.append(span)
-            with _fault(fault, ctx, args):
+            with Fault(fault, ctx, args):
                 _wait(seconds, tick, stopping, args.sample_every)
             span["end"] = clock() - started
     except Stopped:
@@ -323,38 +229,6 @@ def _p99_windows(latency: dict[str, dict[int, dict[int, int]]], window: int) -> 
             w: loadgen.percentile_ms(loadgen.merge(hs), 99) for w, hs in sorted(windows.items())
         }
     return out
-
-
-class _fault:
-    """The phase's fault, held for the ``with`` block: a pin or the readers (or nothing)."""
-
-    def __init__(self, kind: str | None, ctx: Any, args: argparse.Namespace) -> None:
-        self.kind, self.ctx, self.args = kind, ctx, args
-        self.conn: psycopg.Connection[Any] | None = None
-        self.stop: Any = None
-        self.procs: list[Any] = []
-
-    def __enter__(self) -> None:
-        if self.kind == "pin":
-            self.conn = psycopg.connect(**params())
-            self.conn.execute("SELECT txid_current()")  # an xid: the horizon stays here
-        elif self.kind == "readers":
-            self.stop = self.ctx.Event()
-            hold = self.args.reader_hold
-            self.procs = [
-                self.ctx.Process(target=reader, args=(i, hold, self.stop)) for i in range(READERS)
-            ]
-            for proc in self.procs:
-                proc.start()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.conn is not None:
-            self.conn.rollback()
-            self.conn.close()
-        if self.stop is not None:
-            self.stop.set()
-            for proc in self.procs:
-                proc.join(timeout=30)
 
 
 def run_highest(args: argparse.Namespace, work: Path, stopping: loadgen.StopFlag) -> dict[str, Any]:
@@ -418,6 +292,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--recovery", type=float, default=300.0, help="seconds after each")
     add("--reader-hold", type=float, default=60.0, help="seconds each reader's snapshot lives")
     add("--partition-size", type=int, default=50_000, help="ids per pgq_django range")
+    add("--premake", type=int, default=2, help="pgq_django ranges kept ready ahead")
+    add("--faults", choices=("both", "pin", "readers"), default="both")
     add("--upkeep-interval", type=float, default=10.0, help="seconds between upkeep runs")
     add("--sample-every", type=float, default=5.0)
     add("--progress-every", type=float, default=60.0)
@@ -460,7 +336,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot_highest(report["highest"], png)
         print(f"plot: {png}")
     print(f"results: {write_results('pressure', report)}")
-    time.sleep(0)
     return 0
 
 
