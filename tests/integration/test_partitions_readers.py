@@ -4,18 +4,31 @@ every send and read wait too), and does the work once the reader has gone."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from django.test import override_settings
+from psycopg.conninfo import conninfo_to_dict
 
 from pgq_django import partitions
 from pgq_django.store.notify import connection_params
 from tests.conftest import sequence_kept, set_sequence, top_of_ranges, wait_until
 
 SIZE = 1000
+
+
+def reader_connection() -> psycopg.Connection[Any]:
+    """A session on PostgreSQL itself, past the pooler when the run goes through one
+    (.ci/test-pgbouncer): a reader's pid and its idle transaction are the server's, and a
+    pooler reports a pid of its own."""
+    params = connection_params()
+    direct = os.environ.get("DIRECT_DATABASE_URL")
+    if direct:
+        params.update((k, v) for k, v in conninfo_to_dict(direct).items() if k != "dbname")
+    return psycopg.connect(**params)
 
 
 @pytest.fixture
@@ -32,23 +45,23 @@ def near_the_last_boundary(db: Any) -> Iterator[int]:
 def long_reader(db: Any) -> Iterator[psycopg.Connection[Any]]:
     """A REPEATABLE READ transaction that scanned pgq_message and now sits idle in it, for
     longer than upkeep calls a while."""
-    conn = psycopg.connect(**connection_params())
-    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-    conn.execute("SELECT count(*) FROM pgq_message").fetchone()
-    pid = conn.info.backend_pid
-    with psycopg.connect(**connection_params(), autocommit=True) as watcher:
+    conn = reader_connection()
+    try:  # closed however the set-up ends: an open reader would block every later flush
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        conn.execute("SELECT count(*) FROM pgq_message").fetchone()
+        pid = conn.info.backend_pid
+        with psycopg.connect(**connection_params(), autocommit=True) as watcher:
 
-        def idle_for_a_while() -> bool:
-            row = watcher.execute(
-                "SELECT state = 'idle in transaction'"
-                " AND state_change < clock_timestamp() - interval '1 second'"
-                " FROM pg_stat_activity WHERE pid = %s",
-                [pid],
-            ).fetchone()
-            return bool(row and row[0])
+            def idle_for_a_while() -> bool:
+                row = watcher.execute(
+                    "SELECT state = 'idle in transaction'"
+                    " AND state_change < clock_timestamp() - interval '1 second'"
+                    " FROM pg_stat_activity WHERE pid = %s",
+                    [pid],
+                ).fetchone()
+                return bool(row and row[0])
 
-        wait_until(idle_for_a_while, timeout=30, what="the reader idle in its transaction")
-    try:
+            wait_until(idle_for_a_while, timeout=30, what="the reader idle in its transaction")
         yield conn
     finally:
         conn.close()
@@ -87,7 +100,7 @@ def test_a_drained_range_waits_for_a_long_reader_to_end_before_it_is_dropped(
 ) -> None:
     start = committed_ranges
     set_sequence(start + SIZE + 5)  # the range [start, start + SIZE) is passed and empty
-    reader = psycopg.connect(**connection_params())
+    reader = reader_connection()
     try:
         reader.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         reader.execute("SELECT count(*) FROM pgq_message").fetchone()
