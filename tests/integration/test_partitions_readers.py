@@ -20,11 +20,12 @@ from tests.conftest import sequence_kept, set_sequence, top_of_ranges, wait_unti
 SIZE = 1000
 
 
-def reader_connection() -> psycopg.Connection[Any]:
+def server_connection(*, autocommit: bool = False) -> psycopg.Connection[Any]:
     """A session on PostgreSQL itself, past the pooler when the run goes through one
     (.ci/test-pgbouncer): a reader's pid and its idle transaction are the server's, and a
-    pooler reports a pid of its own."""
-    params = connection_params()
+    pooler reports a pid of its own; and a watcher that polls would have psycopg prepare its
+    query on a pooled server connection, where another client's prepare then collides."""
+    params = {**connection_params(), "autocommit": autocommit}
     direct = os.environ.get("DIRECT_DATABASE_URL")
     if direct:
         params.update((k, v) for k, v in conninfo_to_dict(direct).items() if k != "dbname")
@@ -45,12 +46,12 @@ def near_the_last_boundary(db: Any) -> Iterator[int]:
 def long_reader(db: Any) -> Iterator[psycopg.Connection[Any]]:
     """A REPEATABLE READ transaction that scanned pgq_message and now sits idle in it, for
     longer than upkeep calls a while."""
-    conn = reader_connection()
+    conn = server_connection()
     try:  # closed however the set-up ends: an open reader would block every later flush
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         conn.execute("SELECT count(*) FROM pgq_message").fetchone()
         pid = conn.info.backend_pid
-        with psycopg.connect(**connection_params(), autocommit=True) as watcher:
+        with server_connection(autocommit=True) as watcher:
 
             def idle_for_a_while() -> bool:
                 row = watcher.execute(
@@ -100,11 +101,11 @@ def test_a_drained_range_waits_for_a_long_reader_to_end_before_it_is_dropped(
 ) -> None:
     start = committed_ranges
     set_sequence(start + SIZE + 5)  # the range [start, start + SIZE) is passed and empty
-    reader = reader_connection()
+    reader = server_connection()
     try:
         reader.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         reader.execute("SELECT count(*) FROM pgq_message").fetchone()
-        with psycopg.connect(**connection_params(), autocommit=True) as watcher:
+        with server_connection(autocommit=True) as watcher:
             wait_until(
                 lambda: watcher.execute(
                     "SELECT state_change < clock_timestamp() - interval '1 second'"
