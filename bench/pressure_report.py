@@ -205,6 +205,11 @@ def plot_pins(report: dict[str, Any], png: Path, window: int) -> None:
         axes[0].text(span["start"], 0, " " + span["phase"], fontsize=7, va="bottom")
     axes[0].legend(loc="upper right")
     fig.suptitle("pgq_django and PGMQ at a fixed rate through a pin and through readers")
+    _save(plt, fig, png)
+
+
+def _save(plt: Any, fig: Any, png: Path) -> None:
+    """Write ``fig`` to ``png`` (making its folder) and free it."""
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=90)
@@ -231,7 +236,4 @@ def plot_highest(report: dict[str, Any], png: Path) -> None:
     axes[2].set_xlabel("seconds (each side alone)")
     axes[0].legend(loc="upper right")
     fig.suptitle("pgq_django and PGMQ at the highest rate each sustains")
-    fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=90)
-    plt.close(fig)
+    _save(plt, fig, png)
